@@ -1,0 +1,42 @@
+# Everything a fresh Debian/Ubuntu machine needs is installed by these targets
+# (apt packages through scripts/deps.sh, the guest kernel through guestfs/kernel/build.sh).
+GO       ?= go
+BIN      := bin
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export CGO_ENABLED ?= 0
+
+.PHONY: all build deps kernel guest-init demo test vet bench clean
+
+all: build
+
+deps:
+	$(SUDO) scripts/deps.sh
+
+build: guest-init
+	$(GO) build -o $(BIN)/crackbox ./cmd/crackbox
+	@if [ -d cmd/arizuko ]; then $(GO) build -o $(BIN)/arizuko ./cmd/arizuko; fi
+
+# guest-init is PID 1 in every guest: static, no cgo.
+guest-init:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/guest-init ./guestfs/init
+
+kernel:
+	guestfs/kernel/build.sh
+
+demo: deps kernel build
+	scripts/demo.sh
+
+vet:
+	$(GO) vet ./...
+
+# The VM tests find the kernel and guest-init through these variables.
+test: deps kernel guest-init vet
+	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) \
+	CRACKBOX_GUEST_INIT=$(CURDIR)/$(BIN)/guest-init \
+	CGO_ENABLED=1 $(GO) test -race -timeout 60m ./...
+
+bench: deps kernel build
+	scripts/bench.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,37 @@
+// Command crackbox runs one untrusted command in a throwaway guest whose only way
+// out is an allowlist egress proxy, and serves that proxy as a standalone daemon.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// root is the command tree; each subcommand adds itself in its own file's init.
+var root = &cobra.Command{
+	Use:           "crackbox",
+	Short:         "Run untrusted commands in a throwaway guest behind an allowlist egress proxy",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries a specific exit status out of a subcommand.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	err := root.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(ee.code)
+	default:
+		fmt.Fprintln(os.Stderr, "crackbox:", err)
+		os.Exit(125)
+	}
+}

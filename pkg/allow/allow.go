@@ -1,0 +1,284 @@
+// Package allow is the host allowlist matcher. Every component that decides
+// whether a host name may be reached (the egress proxy, the DNS responder of
+// the network jail, arizuko grants) uses this one implementation.
+//
+// Entry syntax:
+//
+//	example.com      exactly that host
+//	*.example.com    any subdomain at any depth, not the apex
+//	.example.com     the apex and every subdomain
+//	*                any host (must be spelled on purpose)
+//
+// Any entry may end in ":port", which restricts it to that port; entries
+// without a port allow only the list's default ports (80 and 443 unless
+// ParseWithPorts says otherwise). Names compare case-insensitively, with one
+// trailing dot ignored and IDNs in punycode. IP literals are not hosts: the
+// proxy handles them with CIDR ranges, so Parse rejects them and Check denies
+// them.
+package allow
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// Sentinels callers branch on; returned errors wrap them with detail.
+var (
+	ErrHostNotAllowed = errors.New("host not allowed")
+	ErrPortNotAllowed = errors.New("port not allowed")
+	ErrInvalidEntry   = errors.New("invalid allow entry")
+)
+
+// DefaultPorts are the ports an entry without ":port" allows when the list
+// was built with Parse.
+var DefaultPorts = []int{80, 443}
+
+type kind uint8
+
+const (
+	kindExact kind = iota // example.com
+	kindSub               // *.example.com
+	kindTree              // .example.com
+	kindAny               // *
+)
+
+type rule struct {
+	kind kind
+	host string // normalized base name; empty for kindAny
+	port int    // 0 = the list's default ports
+}
+
+func (r rule) String() string {
+	var s string
+	switch r.kind {
+	case kindExact:
+		s = r.host
+	case kindSub:
+		s = "*." + r.host
+	case kindTree:
+		s = "." + r.host
+	case kindAny:
+		s = "*"
+	}
+	if r.port != 0 {
+		s += ":" + strconv.Itoa(r.port)
+	}
+	return s
+}
+
+// List is an immutable, validated allowlist. The zero value and nil allow nothing.
+type List struct {
+	rules        []rule
+	defaultPorts []int
+}
+
+// Parse validates every entry and builds a list whose port-less entries allow
+// DefaultPorts. The error names the first bad entry and why it is bad.
+func Parse(entries []string) (*List, error) {
+	return ParseWithPorts(entries, nil)
+}
+
+// ParseWithPorts is Parse with explicit default ports for entries without
+// ":port"; nil or empty means DefaultPorts.
+func ParseWithPorts(entries []string, defaultPorts []int) (*List, error) {
+	ports := DefaultPorts
+	if len(defaultPorts) > 0 {
+		for _, p := range defaultPorts {
+			if p < 1 || p > 65535 {
+				return nil, fmt.Errorf("default port %d: must be 1..65535: %w", p, ErrInvalidEntry)
+			}
+		}
+		ports = defaultPorts
+	}
+	l := &List{defaultPorts: slices.Clone(ports)}
+	for _, e := range entries {
+		r, err := parseEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		l.rules = append(l.rules, r)
+	}
+	l.normalize()
+	return l, nil
+}
+
+// normalize sorts and deduplicates rules so Entries is stable.
+func (l *List) normalize() {
+	slices.SortFunc(l.rules, func(a, b rule) int { return strings.Compare(a.String(), b.String()) })
+	l.rules = slices.CompactFunc(l.rules, func(a, b rule) bool { return a == b })
+}
+
+func parseEntry(raw string) (rule, error) {
+	bad := func(why string) (rule, error) {
+		return rule{}, fmt.Errorf("allow entry %q: %s: %w", raw, why, ErrInvalidEntry)
+	}
+	e := strings.TrimSpace(raw)
+	if e == "" {
+		return bad("empty entry")
+	}
+	if strings.Contains(e, "://") || strings.ContainsAny(e, "/?#@ ") {
+		return bad("expected a host name like example.com or *.example.com[:port], not a URL")
+	}
+	if strings.HasPrefix(e, "[") || strings.Count(e, ":") > 1 {
+		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+	}
+	var r rule
+	if i := strings.LastIndexByte(e, ':'); i >= 0 {
+		ps := e[i+1:]
+		p, err := strconv.Atoi(ps)
+		if err != nil || p < 1 || p > 65535 || ps[0] == '+' || ps[0] == '0' {
+			return bad(fmt.Sprintf("port %q must be a number 1..65535", ps))
+		}
+		r.port = p
+		e = e[:i]
+	}
+	switch {
+	case e == "*":
+		r.kind = kindAny
+		return r, nil
+	case strings.HasPrefix(e, "*."):
+		r.kind = kindSub
+		e = e[2:]
+	case strings.HasPrefix(e, "."):
+		r.kind = kindTree
+		e = e[1:]
+	default:
+		r.kind = kindExact
+	}
+	if strings.Contains(e, "*") {
+		return bad("'*' is only allowed as a leading \"*.\" label or as the whole entry")
+	}
+	if _, err := netip.ParseAddr(strings.TrimSuffix(e, ".")); err == nil {
+		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+	}
+	h, err := normalizeHost(e)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+	}
+	r.host = h
+	if r.kind != kindExact {
+		if !strings.Contains(h, ".") {
+			return bad("wildcard over a bare top-level domain would allow a whole TLD")
+		}
+		if ps, icann := publicsuffix.PublicSuffix(h); icann && ps == h {
+			return bad(fmt.Sprintf("wildcard over public suffix %q would allow every domain under it", h))
+		}
+	}
+	return r, nil
+}
+
+// Check reports whether host:port is allowed: nil, or an error wrapping
+// ErrHostNotAllowed or ErrPortNotAllowed. A host that matches some entry, but
+// on no port that entry allows, is a port denial.
+func (l *List) Check(host string, port int) error {
+	var dp []int
+	if l != nil {
+		dp = l.defaultPorts
+	}
+	return l.CheckWithPorts(host, port, dp)
+}
+
+// CheckWithPorts is Check with the default ports for port-less entries given
+// by the caller (the proxy's DefaultPorts option); empty means the list's own.
+func (l *List) CheckWithPorts(host string, port int, defaultPorts []int) error {
+	h, err := NormalizeHost(host)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrHostNotAllowed, err)
+	}
+	if _, err := netip.ParseAddr(h); err == nil {
+		return fmt.Errorf("%w: %s is an IP literal, not a host name", ErrHostNotAllowed, h)
+	}
+	if l == nil {
+		return fmt.Errorf("%w: %s (empty allowlist)", ErrHostNotAllowed, h)
+	}
+	if len(defaultPorts) == 0 {
+		defaultPorts = l.defaultPorts
+	}
+	if len(defaultPorts) == 0 {
+		defaultPorts = DefaultPorts
+	}
+	matched := false
+	for _, r := range l.rules {
+		if !r.matchHost(h) {
+			continue
+		}
+		matched = true
+		if r.port == port || r.port == 0 && slices.Contains(defaultPorts, port) {
+			return nil
+		}
+	}
+	if matched {
+		return fmt.Errorf("%w: %s:%d", ErrPortNotAllowed, h, port)
+	}
+	return fmt.Errorf("%w: %s", ErrHostNotAllowed, h)
+}
+
+func (r rule) matchHost(h string) bool {
+	switch r.kind {
+	case kindAny:
+		return true
+	case kindExact:
+		return h == r.host
+	case kindSub:
+		return len(h) > len(r.host)+1 && strings.HasSuffix(h, r.host) && h[len(h)-len(r.host)-1] == '.'
+	case kindTree:
+		return h == r.host || len(h) > len(r.host)+1 && strings.HasSuffix(h, r.host) && h[len(h)-len(r.host)-1] == '.'
+	}
+	return false
+}
+
+// Entries returns the normalized entries, sorted and without duplicates.
+func (l *List) Entries() []string {
+	if l == nil {
+		return []string{}
+	}
+	out := make([]string, len(l.rules))
+	for i, r := range l.rules {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// DefaultPortList returns the ports entries without ":port" allow.
+func (l *List) DefaultPortList() []int {
+	if l == nil || len(l.defaultPorts) == 0 {
+		return slices.Clone(DefaultPorts)
+	}
+	return slices.Clone(l.defaultPorts)
+}
+
+// With returns a copy with add entries added and remove entries removed
+// (compared after normalization; removing an absent entry is not an error).
+// The receiver is unchanged, so readers holding it never see a partial edit.
+func (l *List) With(add, remove []string) (*List, error) {
+	n := &List{defaultPorts: DefaultPorts}
+	if l != nil {
+		n.rules = slices.Clone(l.rules)
+		n.defaultPorts = slices.Clone(l.defaultPorts)
+	}
+	for _, e := range add {
+		r, err := parseEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		n.rules = append(n.rules, r)
+	}
+	for _, e := range remove {
+		r, err := parseEntry(e)
+		if err != nil {
+			return nil, err
+		}
+		n.rules = slices.DeleteFunc(n.rules, func(x rule) bool { return x == r })
+	}
+	n.normalize()
+	return n, nil
+}

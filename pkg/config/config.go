@@ -1,0 +1,104 @@
+package config
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config is every key crackbox reads. The toml tags are the file's key names;
+// the same dotted names ("proxy.listen") are used by Set and in error messages.
+type Config struct {
+	Proxy Proxy `toml:"proxy"`
+	Admin Admin `toml:"admin"`
+	Run   Run   `toml:"run"`
+	Log   Log   `toml:"log"`
+
+	// File is the config file that was loaded, empty when none was found.
+	File string `toml:"-"`
+}
+
+// Proxy configures the egress proxy, both standalone and inside crackbox run.
+type Proxy struct {
+	Listen       string              `toml:"listen"`        // forward (CONNECT/HTTP) listener; "" disables
+	Transparent  string              `toml:"transparent"`   // transparent (SNI/Host) listener; "" disables
+	Allow        []string            `toml:"allow"`         // global allowlist
+	AllowCIDRs   []string            `toml:"allow_cidrs"`   // private ranges upstreams may resolve into
+	DefaultPorts []int               `toml:"default_ports"` // ports allowed for entries without a port
+	Resolver     string              `toml:"resolver"`      // DNS server ip[:port]; "" uses the system resolver
+	Hosts        map[string][]string `toml:"hosts"`         // static name -> addresses, checked before DNS
+	DialTimeout  Duration            `toml:"dial_timeout"`
+	IdleTimeout  Duration            `toml:"idle_timeout"`
+	DecisionLog  string              `toml:"decision_log"` // JSON lines path; "-" is stderr; "" is off
+	StateFile    string              `toml:"state_file"`   // registry persistence; "" is off
+	DrainGrace   Duration            `toml:"drain_grace"`  // how long shutdown waits for open tunnels
+	Client       string              `toml:"client"`       // single-client mode: the one client IP
+}
+
+// Admin configures the proxy daemon's HTTP admin API.
+type Admin struct {
+	Listen string `toml:"listen"` // "" disables the admin API
+	Secret string `toml:"secret"` // bearer token; without it admin must be loopback
+}
+
+// Run configures the guest that crackbox run starts.
+type Run struct {
+	Kernel    string   `toml:"kernel"`     // guest kernel path; "" uses the built one
+	Accel     string   `toml:"accel"`      // auto, kvm or tcg
+	Memory    Size     `toml:"memory"`     // guest RAM
+	CPUs      int      `toml:"cpus"`       // guest vCPUs
+	Timeout   Duration `toml:"timeout"`    // wall-clock limit; 0 is none
+	Net       string   `toml:"net"`        // guest network mode, see NetModes
+	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
+	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level string `toml:"level"` // debug, info, warn or error
+}
+
+// Accels and NetModes are the accepted values of run.accel and run.net.
+var (
+	Accels   = []string{"auto", "kvm", "tcg"}
+	NetModes = []string{"auto", "tap", "user", "none"}
+	Levels   = []string{"debug", "info", "warn", "error"}
+)
+
+// Default returns the configuration used when no file, env or flag says otherwise.
+func Default() *Config {
+	return &Config{
+		Proxy: Proxy{
+			Listen:       ":3128",
+			Transparent:  ":3127",
+			Allow:        []string{},
+			AllowCIDRs:   []string{},
+			DefaultPorts: []int{80, 443},
+			Hosts:        map[string][]string{},
+			DialTimeout:  Duration{10 * time.Second},
+			IdleTimeout:  Duration{5 * time.Minute},
+			DrainGrace:   Duration{30 * time.Second},
+		},
+		Admin: Admin{Listen: "127.0.0.1:3129"},
+		Run: Run{
+			Accel:    "auto",
+			Memory:   512 << 20,
+			CPUs:     1,
+			Net:      "auto",
+			AddrPool: "10.213.0.0/16",
+		},
+		Log: Log{Level: "info"},
+	}
+}
+
+// SlogLevel maps log.level to a slog level; Validate has already rejected others.
+func (l Log) SlogLevel() slog.Level {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
