@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/admin"
+	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/proxy"
+)
+
+// singleClientID names the client that --client / proxy.client registers.
+const singleClientID = "client"
+
+var proxyServeBinds = []flagBind{
+	{"listen", "proxy.listen"},
+	{"transparent", "proxy.transparent"},
+	{"admin", "admin.listen"},
+	{"client", "proxy.client"},
+	{"allow", "proxy.allow"},
+}
+
+func init() {
+	proxyCmd := &cobra.Command{Use: "proxy", Short: "Run the allowlist egress proxy as a standalone daemon"}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the forward and transparent proxy with an admin API",
+		Long: `Serve the egress proxy. Clients are registered through the admin API
+(POST /v1/register) or, for a single client, with --client and --allow.
+SIGHUP reloads the config file; SIGTERM or SIGINT drains open tunnels for up
+to proxy.drain_grace and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, src, err := loadConfig(cmd, proxyServeBinds)
+			if err != nil {
+				return err
+			}
+			return serveProxy(cmd.Context(), cfg, src)
+		},
+	}
+	addConfigFlag(serve)
+	f := serve.Flags()
+	f.String("listen", ":3128", "forward proxy address; \"\" disables it")
+	f.String("transparent", ":3127", "transparent proxy address for NAT-redirected traffic; \"\" disables it")
+	f.String("admin", "127.0.0.1:3129", "admin API address; \"\" disables it")
+	f.String("client", "", "single-client mode: the client IP the --allow list applies to")
+	f.StringArray("allow", nil, "allowed host (repeatable): example.com, *.example.com, host:port")
+	proxyCmd.AddCommand(serve)
+	root.AddCommand(proxyCmd)
+}
+
+// daemon is a running proxy serve: what SIGHUP and SIGTERM act on.
+type daemon struct {
+	log   *slog.Logger
+	level *slog.LevelVar
+	src   config.Source
+	cfg   *config.Config
+	reg   *proxy.Registry
+	px    *proxy.Proxy
+	adm   *admin.Server // nil when the admin API is off
+	dlog  *decisionLog
+
+	healthMu sync.Mutex
+	down     error // first unexpected listener failure
+}
+
+func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) error {
+	log, level := newLogger(cfg)
+	if cfg.Proxy.Listen == "" && cfg.Proxy.Transparent == "" {
+		return errors.New("both proxy.listen and proxy.transparent are disabled: enable at least one")
+	}
+	if err := admin.CheckListen(cfg.Admin.Listen, cfg.Admin.Secret); err != nil {
+		return err
+	}
+	d := &daemon{log: log, level: level, src: src, cfg: cfg, reg: proxy.NewRegistry(), dlog: &decisionLog{}}
+	defer d.dlog.Close()
+	if cfg.File != "" {
+		log.Info("config loaded", "file", cfg.File)
+	}
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts, err := d.proxyOptions(cfg)
+	if err != nil {
+		return err
+	}
+	opts.Registerer, opts.Logger = promReg, log
+	if err := d.setClient(cfg); err != nil {
+		return err
+	}
+	if d.px, err = proxy.New(opts, d.reg); err != nil {
+		return err
+	}
+
+	// Listen on everything before serving anything, so a taken port fails
+	// the start instead of leaving a half-up daemon.
+	var fwd, tr, adm net.Listener
+	closeAll := func() {
+		for _, ln := range []net.Listener{fwd, tr, adm} {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+	for _, l := range []struct {
+		key, addr string
+		ln        *net.Listener
+	}{{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr}, {"admin.listen", cfg.Admin.Listen, &adm}} {
+		if l.addr == "" {
+			continue
+		}
+		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
+			closeAll()
+			return fmt.Errorf("%s: %w", l.key, err)
+		}
+	}
+	if adm != nil {
+		d.adm, err = admin.New(admin.Options{
+			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile,
+			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
+		})
+		if err != nil {
+			closeAll()
+			return err
+		}
+		if cfg.Admin.Secret == "" {
+			log.Warn("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
+		}
+	}
+
+	var wg sync.WaitGroup
+	run := func(name string, serve func(net.Listener) error, ln net.Listener) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := serve(ln); err != nil && !errors.Is(err, proxy.ErrShutdown) {
+				d.fail(fmt.Errorf("%s listener: %w", name, err))
+			}
+		}()
+	}
+	if fwd != nil {
+		run("forward", d.px.ServeForward, fwd)
+	}
+	if tr != nil {
+		run("transparent", d.px.ServeTransparent, tr)
+	}
+	if d.adm != nil {
+		run("admin", d.adm.Serve, adm)
+	}
+	log.Info("proxy serving", "forward", addrOf(fwd), "transparent", addrOf(tr), "admin", addrOf(adm),
+		"clients", len(d.reg.List()))
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+wait:
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				d.reload()
+				continue
+			}
+			log.Info("draining", "signal", sig.String(), "grace", d.cfg.Proxy.DrainGrace.Duration, "active", d.px.Active())
+		case <-ctx.Done():
+			log.Info("draining", "reason", ctx.Err(), "grace", d.cfg.Proxy.DrainGrace.Duration)
+		}
+		break wait
+	}
+	d.drain()
+	wg.Wait()
+	log.Info("proxy stopped")
+	return nil
+}
+
+// drain stops accepting, lets open tunnels finish for drain_grace, then cuts them.
+func (d *daemon) drain() {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.Proxy.DrainGrace.Duration)
+	defer cancel()
+	if err := d.px.Shutdown(ctx); err != nil {
+		d.log.Warn("drain grace over, cutting open tunnels", "err", err)
+	}
+	if d.adm != nil {
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer acancel()
+		_ = d.adm.Shutdown(actx)
+	}
+}
+
+// reload rereads the config with the original flags; a bad file keeps the old config.
+func (d *daemon) reload() {
+	cfg, err := config.Load(d.src)
+	if err != nil {
+		d.log.Error("reload failed, keeping the old config", "err", err)
+		return
+	}
+	opts, err := d.proxyOptions(cfg)
+	if err != nil {
+		d.log.Error("reload failed, keeping the old config", "err", err)
+		return
+	}
+	if err := d.px.Reload(opts); err != nil {
+		d.log.Error("reload failed, keeping the old config", "err", err)
+		return
+	}
+	if err := d.setClient(cfg); err != nil {
+		d.log.Error("reload: configured client not updated", "err", err)
+	}
+	old := d.cfg
+	for _, k := range []struct{ key, was, now string }{
+		{"proxy.listen", old.Proxy.Listen, cfg.Proxy.Listen},
+		{"proxy.transparent", old.Proxy.Transparent, cfg.Proxy.Transparent},
+		{"admin.listen", old.Admin.Listen, cfg.Admin.Listen},
+		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
+	} {
+		if k.was != k.now {
+			d.log.Warn("setting changes only on restart", "key", k.key, "running", k.was, "configured", k.now)
+		}
+	}
+	if old.Admin.Secret != cfg.Admin.Secret {
+		d.log.Warn("setting changes only on restart", "key", "admin.secret")
+	}
+	d.level.Set(cfg.Log.SlogLevel())
+	d.cfg = cfg
+	d.log.Info("config reloaded", "file", cfg.File, "allow", cfg.Proxy.Allow)
+}
+
+// proxyOptions converts the validated config into proxy.Options; Registerer
+// and Logger are set once by the caller.
+func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
+	p := cfg.Proxy
+	opts := proxy.Options{
+		Resolver:     p.Resolver,
+		Hosts:        map[string][]netip.Addr{},
+		DefaultPorts: p.DefaultPorts,
+		DialTimeout:  p.DialTimeout.Duration,
+		IdleTimeout:  p.IdleTimeout.Duration,
+	}
+	for _, s := range p.AllowCIDRs {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return opts, fmt.Errorf("proxy.allow_cidrs: %w", err)
+		}
+		opts.AllowCIDRs = append(opts.AllowCIDRs, pfx)
+	}
+	for name, addrs := range p.Hosts {
+		for _, s := range addrs {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return opts, fmt.Errorf("proxy.hosts: %s: %w", name, err)
+			}
+			opts.Hosts[name] = append(opts.Hosts[name], a)
+		}
+	}
+	w, err := d.dlog.Open(p.DecisionLog)
+	if err != nil {
+		return opts, fmt.Errorf("proxy.decision_log: %w", err)
+	}
+	if w != nil {
+		opts.DecisionLog = w
+	}
+	return opts, nil
+}
+
+// setClient makes the registry's configured single client match cfg: the
+// global allowlist applies to proxy.client. Edits go through the admin
+// server when there is one so the state file follows.
+func (d *daemon) setClient(cfg *config.Config) error {
+	list, err := allow.ParseWithPorts(cfg.Proxy.Allow, cfg.Proxy.DefaultPorts)
+	if err != nil {
+		return fmt.Errorf("proxy.allow: %w", err)
+	}
+	var ip netip.Addr
+	if cfg.Proxy.Client != "" {
+		if ip, err = netip.ParseAddr(cfg.Proxy.Client); err != nil {
+			return fmt.Errorf("proxy.client: %w", err)
+		}
+	} else if len(cfg.Proxy.Allow) > 0 {
+		d.log.Warn("proxy.allow is set but proxy.client is not: the global allowlist applies to no client")
+	}
+	apply := func(reg *proxy.Registry) error {
+		for _, c := range reg.List() {
+			if c.ID == singleClientID && c.IP != ip.Unmap() {
+				reg.Unregister(c.IP)
+			}
+		}
+		if !ip.IsValid() {
+			return nil
+		}
+		if c, ok := reg.Lookup(ip); ok && c.ID == singleClientID {
+			old := c.Allow.Entries()
+			_, err := reg.Update(ip, diff(list.Entries(), old), diff(old, list.Entries()))
+			return err
+		}
+		return reg.Register(proxy.Client{ID: singleClientID, IP: ip, Allow: list})
+	}
+	if d.adm != nil {
+		return d.adm.Apply(apply)
+	}
+	return apply(d.reg)
+}
+
+// diff returns the entries of a that are not in b.
+func diff(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (d *daemon) fail(err error) {
+	d.healthMu.Lock()
+	if d.down == nil {
+		d.down = err
+	}
+	d.healthMu.Unlock()
+	d.log.Error("listener stopped", "err", err)
+}
+
+func (d *daemon) health() error {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	return d.down
+}
+
+func addrOf(ln net.Listener) string {
+	if ln == nil {
+		return ""
+	}
+	return ln.Addr().String()
+}
+
+// decisionLog owns the decision log file across reloads: the same path keeps
+// the same file, so tunnels still writing to it are not cut off.
+type decisionLog struct {
+	path string
+	w    io.WriteCloser
+}
+
+// Open returns the writer for path ("-" is stderr, "" is none).
+func (l *decisionLog) Open(path string) (io.Writer, error) {
+	if path == l.path && l.w != nil {
+		return l.w, nil
+	}
+	var w io.WriteCloser
+	switch path {
+	case "":
+		return nil, nil
+	case "-":
+		w = nopCloser{os.Stderr}
+	default:
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return nil, err
+		}
+		w = f
+	}
+	// The old file stays open: connections decided before the reload may still log to it.
+	l.path, l.w = path, w
+	return w, nil
+}
+
+func (l *decisionLog) Close() {
+	if l.w != nil {
+		l.w.Close()
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

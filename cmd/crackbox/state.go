@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/admin"
+)
+
+func init() {
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Print the proxy daemon's registered clients",
+		Long: `Print the clients registered with a running "crackbox proxy serve", read
+from its admin API. The address and secret default to admin.listen and
+admin.secret (or CRACKBOX_ADMIN_SECRET) from the config.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := loadConfig(cmd, []flagBind{{"secret", "admin.secret"}})
+			if err != nil {
+				return err
+			}
+			base, _ := cmd.Flags().GetString("admin")
+			if base == "" {
+				if base = adminURL(cfg.Admin.Listen); base == "" {
+					return fmt.Errorf("admin.listen is disabled in the config: pass --admin URL")
+				}
+			}
+			asJSON, _ := cmd.Flags().GetBool("json")
+			st, err := fetchState(cmd.Context(), base, cfg.Admin.Secret)
+			if err != nil {
+				return err
+			}
+			return printState(cmd.OutOrStdout(), st, asJSON)
+		},
+	}
+	addConfigFlag(cmd)
+	cmd.Flags().String("admin", "", "admin API URL, e.g. http://127.0.0.1:3129 (default from admin.listen)")
+	cmd.Flags().String("secret", "", "admin bearer token (default admin.secret / CRACKBOX_ADMIN_SECRET)")
+	cmd.Flags().Bool("json", false, "print JSON instead of a table")
+	root.AddCommand(cmd)
+}
+
+// adminURL turns a listen address into a URL to reach it locally: an
+// unspecified host (":3129", "0.0.0.0:3129") is reached over loopback.
+func adminURL(listen string) string {
+	if listen == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func fetchState(ctx context.Context, base, secret string) (*admin.StateJSON, error) {
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/state", nil)
+	if err != nil {
+		return nil, fmt.Errorf("admin url %q: %w", base, err)
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reach admin api (is crackbox proxy serve running?): %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read admin api response: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e admin.ErrorJSON
+		if json.Unmarshal(body, &e) == nil && e.Message != "" {
+			return nil, fmt.Errorf("admin api: %s: %s", resp.Status, e.Message)
+		}
+		return nil, fmt.Errorf("admin api: %s", resp.Status)
+	}
+	var st admin.StateJSON
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("admin api returned bad JSON: %w", err)
+	}
+	return &st, nil
+}
+
+func printState(w io.Writer, st *admin.StateJSON, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IP\tID\tALLOWLIST")
+	for _, c := range st.Clients {
+		list := strings.Join(c.Allowlist, ",")
+		if list == "" {
+			list = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.IP, c.ID, list)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d clients, %d active tunnels\n", len(st.Clients), st.ActiveTunnels)
+	return err
+}

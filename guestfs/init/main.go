@@ -1,0 +1,98 @@
+// Command guest-init is PID 1 in every crackbox guest. It mounts the kernel
+// filesystems, finds the control channel, and hands the session to pkg/guest, which
+// receives the RunSpec and runs the one command; guest-init builds the root and the
+// network for it (Prepare), then syncs and reboots, which ends QEMU (-no-reboot).
+//
+// It trusts nothing but the host's control messages: the kernel command line only
+// says which channel to use.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/pkg/guest"
+)
+
+func main() {
+	if os.Getpid() != 1 {
+		fmt.Fprintln(os.Stderr, "guest-init: runs only as PID 1 inside a crackbox guest")
+		os.Exit(2)
+	}
+	// The kernel opened /dev/console as our stdio: log there, never into the command's
+	// streams.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("guest-init panic", "err", r)
+		}
+		poweroff(log)
+	}()
+	if err := baseMounts(); err != nil {
+		log.Error("mount", "err", err)
+		return
+	}
+	log.Info("guest-init start", "uptime", uptime())
+	reaper := guest.StartReaper()
+	loDone := make(chan error, 1)
+	go func() { loDone <- linkUp("lo") }()
+
+	rw, err := openControl(readCmdline(), log)
+	if err != nil {
+		log.Error("control channel", "err", err)
+		return
+	}
+	log.Info("control connected", "uptime", uptime())
+	b := &builder{log: log, loDone: loDone}
+	exit, err := guest.Serve(context.Background(), rw, guest.Config{
+		Prepare:    b.prepare,
+		BeforeExit: unix.Sync,
+		Reaper:     reaper,
+		Log:        log,
+	})
+	log.Info("session done", "code", exit.Code, "signal", exit.Signal, "error", exit.Error, "err", err, "uptime", uptime())
+}
+
+// poweroff ends the VM. The kernel cmdline has reboot=t and QEMU runs with -no-reboot,
+// so a restart makes QEMU exit at once; power-off is the fallback.
+func poweroff(log *slog.Logger) {
+	unix.Sync()
+	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART); err != nil {
+		log.Error("reboot", "err", err)
+	}
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+func readCmdline() string {
+	b, _ := os.ReadFile("/proc/cmdline")
+	return strings.TrimSpace(string(b))
+}
+
+// uptime is the guest's seconds since boot, for the boot-time log lines.
+func uptime() string {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}

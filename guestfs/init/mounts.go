@@ -1,0 +1,298 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/pkg/control"
+)
+
+// baseDirs are the kernel and scratch filesystems every guest gets, in mount order.
+var baseDirs = []struct {
+	target, fstype, data string
+	flags                uintptr
+}{
+	{"/proc", "proc", "", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	{"/sys", "sysfs", "", unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	{"/dev", "devtmpfs", "mode=0755", unix.MS_NOSUID},
+	{"/dev/pts", "devpts", "mode=0620,ptmxmode=0666,gid=5", unix.MS_NOSUID | unix.MS_NOEXEC},
+	{"/dev/shm", "tmpfs", "mode=1777", unix.MS_NOSUID | unix.MS_NODEV},
+	{"/tmp", "tmpfs", "mode=1777", unix.MS_NOSUID | unix.MS_NODEV},
+	{"/run", "tmpfs", "mode=0755", unix.MS_NOSUID | unix.MS_NODEV},
+}
+
+func baseMounts() error {
+	for _, m := range baseDirs {
+		if err := os.MkdirAll(m.target, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m.fstype, m.target, m.fstype, m.flags, m.data); err != nil {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.target, err)
+		}
+	}
+	return nil
+}
+
+// staging holds the raw shares and the overlay upper layers while the root is built.
+// It is detached afterwards, so the command never sees a lower share unmasked.
+const staging = "/.crackbox"
+
+// mountShare mounts a host share. Read-only lowers use 9p's page cache: they do not
+// change under a run, and every page fetched over 9p is emulated work under TCG.
+func mountShare(m control.Mount, target string, readOnly bool) error {
+	var flags uintptr
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	var data string
+	switch m.FSType {
+	case "9p", "":
+		data = "trans=virtio,version=9p2000.L,msize=524288"
+		if readOnly {
+			data += ",cache=loose"
+		}
+		if err := unix.Mount(m.Tag, target, "9p", flags, data); err != nil {
+			return fmt.Errorf("mount 9p share %q on %s: %w", m.Tag, target, err)
+		}
+	case "virtiofs":
+		if err := unix.Mount(m.Tag, target, "virtiofs", flags, ""); err != nil {
+			return fmt.Errorf("mount virtiofs share %q on %s: %w", m.Tag, target, err)
+		}
+	default:
+		return fmt.Errorf("share %q: fstype %q, want 9p or virtiofs", m.Tag, m.FSType)
+	}
+	return nil
+}
+
+// overlayLower mounts lower share i read-only in the staging area and a tmpfs-backed
+// overlay of it at target, so the command can write anywhere and nothing reaches the host.
+func overlayLower(i int, m control.Mount, target string) error {
+	dir := fmt.Sprintf("%s/%d", staging, i)
+	lower, upper, work := dir+"/lower", dir+"/upper", dir+"/work"
+	for _, d := range []string{lower, upper, work, target} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := mountShare(m, lower, true); err != nil {
+		return err
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
+	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
+		return fmt.Errorf("overlay on %s (share %q): %w", target, m.Tag, err)
+	}
+	return nil
+}
+
+func checkTarget(what, p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("%s target %q must be a clean absolute path", what, p)
+	}
+	return nil
+}
+
+// buildRoot builds the command's root. hostview: an overlay per lower at its own path
+// in the initramfs root. rootfs: the lower with target "/" becomes a new root, the base
+// mounts move into it, and the process switches to it (MS_MOVE + chroot).
+func buildRoot(r control.Root) error {
+	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("staging tmpfs: %w", err)
+		}
+		if err := os.Mkdir(staging, 0o700); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
+			return fmt.Errorf("staging tmpfs: %w", err)
+		}
+	}
+	prefix := ""
+	switch r.Mode {
+	case "hostview":
+	case "rootfs":
+		prefix = staging + "/root"
+	default:
+		return fmt.Errorf("root mode %q, want hostview or rootfs", r.Mode)
+	}
+	rootSeen := false
+	errs := make(chan error, len(r.Lower))
+	for i, m := range r.Lower {
+		if err := checkTarget("root lower", m.Target); err != nil {
+			return err
+		}
+		if m.Target == "/" {
+			if r.Mode != "rootfs" || rootSeen {
+				return fmt.Errorf("lower %q targets / : only one, and only in rootfs mode", m.Tag)
+			}
+			rootSeen = true
+			// The new root must exist before the lowers mounted inside it.
+			if err := overlayLower(i, m, prefix); err != nil {
+				return err
+			}
+			errs <- nil
+			continue
+		}
+		// Shares are independent; the virtio round trips overlap.
+		go func() { errs <- overlayLower(i, m, prefix+m.Target) }()
+	}
+	if r.Mode == "rootfs" && !rootSeen {
+		return errors.New("rootfs mode needs a lower with target /")
+	}
+	var first error
+	for range r.Lower {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	if r.Mode == "rootfs" {
+		return switchRoot(prefix)
+	}
+	// Overlays keep private references to their layers, so the staging tree can go.
+	if err := unix.Unmount(staging, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach staging: %w", err)
+	}
+	return nil
+}
+
+// switchRoot moves the base mounts into newRoot and makes it "/".
+func switchRoot(newRoot string) error {
+	for _, m := range []string{"/dev", "/proc", "/sys", "/tmp", "/run"} {
+		if err := os.MkdirAll(newRoot+m, 0o755); err != nil {
+			return err
+		}
+		if err := unix.Mount(m, newRoot+m, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move %s into the new root: %w", m, err)
+		}
+	}
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.Mount(newRoot, "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move new root to /: %w", err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot: %w", err)
+	}
+	return unix.Chdir("/")
+}
+
+// makeSymlinks recreates the host's merged-/usr links (bin -> usr/bin and the like).
+func makeSymlinks(links map[string]string) error {
+	for name, target := range links {
+		p := filepath.Join("/", name)
+		if fi, err := os.Lstat(p); err == nil {
+			if fi.Mode()&os.ModeSymlink != 0 {
+				continue // the root already has it
+			}
+			if fi.IsDir() {
+				if ents, _ := os.ReadDir(p); len(ents) > 0 {
+					return fmt.Errorf("symlink %s -> %s: %s is a non-empty directory", p, target, p)
+				}
+				os.Remove(p)
+			}
+		}
+		if err := os.Symlink(target, p); err != nil {
+			return fmt.Errorf("symlink %s -> %s: %w", p, target, err)
+		}
+	}
+	return nil
+}
+
+// maskEmpty is the empty file bound over masked files.
+const maskEmpty = "/run/crackbox/empty"
+
+// applyMasks hides paths: an empty read-only tmpfs over a directory, an empty read-only
+// file over anything else. Patterns may use glob syntax; missing paths are skipped.
+func applyMasks(masks []string) error {
+	if len(masks) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(maskEmpty), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(maskEmpty, nil, 0o444); err != nil {
+		return err
+	}
+	for _, pat := range masks {
+		paths := []string{pat}
+		if strings.ContainsAny(pat, "*?[") {
+			var err error
+			if paths, err = filepath.Glob(pat); err != nil {
+				return fmt.Errorf("mask pattern %q: %w", pat, err)
+			}
+		}
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			if fi.IsDir() {
+				err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0755")
+			} else {
+				err = unix.Mount(maskEmpty, p, "", unix.MS_BIND, "")
+				if err == nil {
+					err = unix.Mount("", p, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, "")
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("mask %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// makeHome creates $HOME empty and owned by the command's user, unless a share is
+// mounted there.
+func makeHome(rs *control.RunSpec) error {
+	home := ""
+	for _, kv := range rs.Env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			home = v
+		}
+	}
+	if home == "" || home == "/" {
+		return nil
+	}
+	if err := checkTarget("HOME", home); err != nil {
+		return err
+	}
+	for _, m := range rs.Mounts {
+		if m.Target == home {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(home), 0o755); err != nil {
+		return fmt.Errorf("home %s: %w", home, err)
+	}
+	if err := os.Mkdir(home, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("home %s: %w", home, err)
+	}
+	if err := os.Lchown(home, rs.UID, rs.GID); err != nil {
+		return fmt.Errorf("home %s: %w", home, err)
+	}
+	return nil
+}
+
+func mountShares(ms []control.Mount) error {
+	for _, m := range ms {
+		if err := checkTarget("mount", m.Target); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(m.Target, 0o755); err != nil {
+			return fmt.Errorf("mount target %s: %w", m.Target, err)
+		}
+		if err := mountShare(m, m.Target, m.ReadOnly); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+package acl
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Gate is the single door every caller (HTTP API, CLI, MCP tools) passes
+// through: it loads the current policy, decides, and audits every denial.
+type Gate struct {
+	Policy func(ctx context.Context) (*Policy, error)
+	// Audit records a denying decision; a failure to audit is logged and the
+	// request stays denied.
+	Audit func(ctx context.Context, d Decision) error
+}
+
+// Check returns nil when principal may perform action on scope, else an error
+// wrapping ErrDenied. The denial is audited before Check returns.
+func (g *Gate) Check(ctx context.Context, principal, action, scope string) error {
+	p, err := g.Policy(ctx)
+	if err != nil {
+		return fmt.Errorf("acl: load policy: %w", err)
+	}
+	return g.finish(ctx, p.Decide(principal, action, scope))
+}
+
+// CheckGrant decides whether granter may add row r (see Policy.CanGrant).
+func (g *Gate) CheckGrant(ctx context.Context, granter string, r Grant) error {
+	p, err := g.Policy(ctx)
+	if err != nil {
+		return fmt.Errorf("acl: load policy: %w", err)
+	}
+	return g.finish(ctx, p.CanGrant(granter, r))
+}
+
+func (g *Gate) finish(ctx context.Context, d Decision) error {
+	if d.Allow {
+		return nil
+	}
+	slog.InfoContext(ctx, "acl deny", "principal", d.Principal, "action", d.Action, "scope", d.Scope, "reason", d.Reason)
+	if g.Audit != nil {
+		if err := g.Audit(ctx, d); err != nil {
+			slog.ErrorContext(ctx, "acl audit failed", "err", err)
+		}
+	}
+	return d.Err()
+}

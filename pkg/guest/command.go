@@ -1,0 +1,245 @@
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/pkg/control"
+)
+
+// Sentinel errors for a command that could not be started; the host maps them to the
+// shell's 127 and 126.
+var (
+	ErrNotFound      = errors.New("guest: command not found")
+	ErrNotExecutable = errors.New("guest: command not executable")
+)
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// process is a started command and the host-facing ends of its stdio.
+type process struct {
+	pid    int
+	ptmx   *os.File // tty mode: the pty master carries stdin and stdout
+	stdin  *os.File // pipe mode: write end of the command's stdin
+	stdout *os.File // pipe mode: read end of the command's stdout
+	stderr *os.File // pipe mode: read end of the command's stderr
+	done   <-chan syscall.WaitStatus
+}
+
+// lookPath resolves argv0 against PATH from the command's own environment, not guest-init's.
+// A name found only as a non-executable file is ErrNotExecutable, like a shell reports it.
+func lookPath(argv0 string, env []string) (string, error) {
+	if argv0 == "" {
+		return "", fmt.Errorf("%w: empty argv[0]", ErrNotFound)
+	}
+	if strings.Contains(argv0, "/") {
+		return argv0, checkExec(argv0)
+	}
+	path := defaultPath
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	var notExec error
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, argv0)
+		err := checkExec(p)
+		if err == nil {
+			return p, nil
+		}
+		if errors.Is(err, ErrNotExecutable) && notExec == nil {
+			notExec = err
+		}
+	}
+	if notExec != nil {
+		return "", notExec
+	}
+	return "", fmt.Errorf("%w: %s (PATH=%s)", ErrNotFound, argv0, path)
+}
+
+func checkExec(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return fmt.Errorf("%w: %s", ErrNotFound, p)
+		}
+		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, p, err)
+	}
+	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%w: %s", ErrNotExecutable, p)
+	}
+	return nil
+}
+
+// startErr classifies an exec failure reported by the child after fork.
+func startErr(path string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("%w: %s: %v", ErrNotFound, path, err)
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOEXEC),
+		errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.EPERM):
+		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, path, err)
+	}
+	return fmt.Errorf("guest: start %s: %w", path, err)
+}
+
+// credential switches identity only when it differs from ours, so the package works
+// unprivileged on a host; as root the supplementary groups are always set exactly.
+func credential(rs *control.RunSpec) *syscall.Credential {
+	if rs.UID == os.Getuid() && rs.GID == os.Getgid() && os.Getuid() != 0 {
+		return nil
+	}
+	groups := make([]uint32, len(rs.Groups))
+	for i, g := range rs.Groups {
+		groups[i] = uint32(g)
+	}
+	return &syscall.Credential{Uid: uint32(rs.UID), Gid: uint32(rs.GID), Groups: groups}
+}
+
+// start launches the command. The reaper, when set, is the only waiter (PID 1 mode).
+func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
+	path, err := lookPath(rs.Argv[0], env)
+	if err != nil {
+		return nil, err
+	}
+	dir := rs.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("guest: working directory %q does not exist in the guest; pick a mounted path", dir)
+	}
+	sys := &syscall.SysProcAttr{Credential: credential(rs)}
+	p := &process{}
+	var child []*os.File // the command's ends, closed in the parent after start
+	if rs.TTY {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return nil, fmt.Errorf("guest: open pty: %w", err)
+		}
+		if rs.Rows > 0 && rs.Cols > 0 {
+			_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rs.Rows, Cols: rs.Cols})
+		}
+		p.ptmx = ptmx
+		child = []*os.File{tty, tty, tty}
+		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
+	} else {
+		var fds [6]*os.File
+		for i := 0; i < 3; i++ {
+			r, w, err := os.Pipe()
+			if err != nil {
+				closeAll(fds[:])
+				return nil, fmt.Errorf("guest: pipe: %w", err)
+			}
+			fds[2*i], fds[2*i+1] = r, w
+		}
+		p.stdin, p.stdout, p.stderr = fds[1], fds[2], fds[4]
+		child = []*os.File{fds[0], fds[3], fds[5]}
+		sys.Setpgid = true // signals go to the whole job, as a terminal would send them
+	}
+	attr := &os.ProcAttr{Dir: dir, Env: env, Files: child, Sys: sys}
+	launch := func() (int, error) {
+		proc, err := os.StartProcess(path, rs.Argv, attr)
+		if err != nil {
+			return 0, err
+		}
+		pid := proc.Pid
+		if r == nil {
+			done := make(chan syscall.WaitStatus, 1)
+			p.done = done
+			go func() {
+				st, err := proc.Wait()
+				if err != nil {
+					done <- syscall.WaitStatus(0xff00) // exit 255: the status was lost
+					return
+				}
+				done <- st.Sys().(syscall.WaitStatus)
+			}()
+		} else {
+			_ = proc.Release()
+		}
+		return pid, nil
+	}
+	var pid int
+	if r != nil {
+		pid, p.done, err = r.start(launch)
+	} else {
+		pid, err = launch()
+	}
+	closeAll(uniq(child))
+	if err != nil {
+		closeAll([]*os.File{p.ptmx, p.stdin, p.stdout, p.stderr})
+		return nil, startErr(path, err)
+	}
+	p.pid = pid
+	return p, nil
+}
+
+// signal forwards sig to the foreground job: the tty's foreground process group, or the
+// command's own group in pipe mode.
+func (p *process) signal(sig int) error {
+	pgid := p.pid
+	if p.ptmx != nil {
+		if rc, err := p.ptmx.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) {
+				if g, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil && g > 0 {
+					pgid = g
+				}
+			})
+		}
+	}
+	if err := unix.Kill(-pgid, syscall.Signal(sig)); err != nil {
+		return unix.Kill(p.pid, syscall.Signal(sig))
+	}
+	return nil
+}
+
+func (p *process) resize(rows, cols uint16) error {
+	if p.ptmx == nil {
+		return nil
+	}
+	return pty.Setsize(p.ptmx, &pty.Winsize{Rows: rows, Cols: cols})
+}
+
+// exitOf turns a wait status into the wire form; a signal death also carries 128+sig
+// in Code, the value a shell would report.
+func exitOf(ws syscall.WaitStatus) control.Exit {
+	if ws.Signaled() {
+		return control.Exit{Code: 128 + int(ws.Signal()), Signal: int(ws.Signal())}
+	}
+	return control.Exit{Code: ws.ExitStatus()}
+}
+
+func uniq(fs []*os.File) []*os.File {
+	var out []*os.File
+	for _, f := range fs {
+		dup := false
+		for _, o := range out {
+			dup = dup || o == f
+		}
+		if !dup {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

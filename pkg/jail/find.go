@@ -1,0 +1,136 @@
+package jail
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// System-wide install locations.
+const (
+	SystemKernel    = "/usr/lib/crackbox/vmlinux"
+	SystemGuestInit = "/usr/lib/crackbox/guest-init"
+)
+
+// CacheDir is where kernels and initramfs images are cached: $CRACKBOX_CACHE, else
+// $XDG_CACHE_HOME/crackbox, else ~/.cache/crackbox. It deliberately ignores $SUDO_USER:
+// a root run never loads a kernel from a directory an unprivileged user can write.
+func CacheDir() string {
+	if d := os.Getenv("CRACKBOX_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "crackbox")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "crackbox-cache")
+	}
+	return filepath.Join(home, ".cache", "crackbox")
+}
+
+// FindKernel returns the guest kernel: explicit, else $CRACKBOX_KERNEL, else the newest
+// cacheDir/kernel-*/vmlinux, else SystemKernel.
+func FindKernel(explicit, cacheDir string) (string, error) {
+	if explicit == "" {
+		explicit = os.Getenv("CRACKBOX_KERNEL")
+	}
+	if explicit != "" {
+		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
+			return "", fmt.Errorf("%w: %s is not a file; build one with `make kernel`", ErrNoKernel, explicit)
+		}
+		return explicit, nil
+	}
+	if p := newestKernel(cacheDir); p != "" {
+		return p, nil
+	}
+	if _, err := os.Stat(SystemKernel); err == nil {
+		return SystemKernel, nil
+	}
+	return "", fmt.Errorf("%w: none in %s/kernel-*/vmlinux or %s; build one with `make kernel` or set CRACKBOX_KERNEL",
+		ErrNoKernel, cacheDir, SystemKernel)
+}
+
+func newestKernel(cacheDir string) string {
+	if cacheDir == "" {
+		return ""
+	}
+	matches, _ := filepath.Glob(filepath.Join(cacheDir, "kernel-*", "vmlinux"))
+	type cand struct {
+		path string
+		mod  int64
+	}
+	var cs []cand
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && st.Mode().IsRegular() {
+			cs = append(cs, cand{m, st.ModTime().UnixNano()})
+		}
+	}
+	if len(cs) == 0 {
+		return ""
+	}
+	sort.Slice(cs, func(i, j int) bool { return cs[i].mod > cs[j].mod })
+	return cs[0].path
+}
+
+// FindGuestInit returns the guest-init binary: explicit, else $CRACKBOX_GUEST_INIT, else
+// guest-init next to the running executable, else SystemGuestInit.
+func FindGuestInit(explicit string) (string, error) {
+	if explicit == "" {
+		explicit = os.Getenv("CRACKBOX_GUEST_INIT")
+	}
+	if explicit != "" {
+		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
+			return "", fmt.Errorf("%w: guest-init %s is not a file; build it with `make guest-init`", ErrBadSpec, explicit)
+		}
+		return explicit, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "guest-init")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if _, err := os.Stat(SystemGuestInit); err == nil {
+		return SystemGuestInit, nil
+	}
+	return "", fmt.Errorf("%w: guest-init not found next to crackbox or at %s; build it with `make guest-init` or set CRACKBOX_GUEST_INIT",
+		ErrBadSpec, SystemGuestInit)
+}
+
+// FindQEMU returns the path of qemu-system-x86_64.
+func FindQEMU() (string, error) {
+	p, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return "", fmt.Errorf("%w: install it (Debian: apt-get install qemu-system-x86)", ErrNoQEMU)
+	}
+	return p, nil
+}
+
+// tscKHz is the host TSC frequency for tsc_early_khz=: under TCG on microvm the guest
+// cannot calibrate its TSC and hangs without it.
+func tscKHz() int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/tsc_freq_khz"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			return v
+		}
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if ok && strings.TrimSpace(k) == "cpu MHz" {
+				if mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && mhz > 0 {
+					return int(mhz * 1000)
+				}
+			}
+		}
+	}
+	return 2000000
+}

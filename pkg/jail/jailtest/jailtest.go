@@ -1,0 +1,172 @@
+// Package jailtest is the one helper tests use to boot real guests: it finds the kernel
+// and guest-init, skips with a reason when the machine cannot boot guests, and keeps at
+// most two guests running at once across every test process on the machine.
+package jailtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+)
+
+// Slots is how many guests may run at once machine-wide (the CI machine has 2 slow cores).
+const Slots = 2
+
+// DefaultTimeout bounds one test guest.
+const DefaultTimeout = 3 * time.Minute
+
+// Env is what a guest needs.
+type Env struct {
+	Kernel    string
+	GuestInit string
+}
+
+var (
+	envOnce sync.Once
+	env     Env
+	envSkip string
+)
+
+// Require skips t unless guests can boot here: root, qemu-system-x86_64, a kernel
+// ($CRACKBOX_KERNEL or the cache) and guest-init ($CRACKBOX_GUEST_INIT, else built once
+// from ./guestfs/init in this module).
+func Require(t testing.TB) Env {
+	t.Helper()
+	envOnce.Do(func() { env, envSkip = find() })
+	if envSkip != "" {
+		t.Skip("jailtest: " + envSkip)
+	}
+	return env
+}
+
+func find() (Env, string) {
+	if os.Geteuid() != 0 {
+		return Env{}, "guest tests need root (QEMU drops to nobody, virtiofsd serves shares)"
+	}
+	if _, err := jail.FindQEMU(); err != nil {
+		return Env{}, err.Error()
+	}
+	k, err := jail.FindKernel("", jail.CacheDir())
+	if err != nil {
+		return Env{}, "no kernel: set CRACKBOX_KERNEL or run `make kernel` (" + err.Error() + ")"
+	}
+	gi := os.Getenv("CRACKBOX_GUEST_INIT")
+	if gi == "" {
+		gi, err = buildGuestInit()
+		if err != nil {
+			return Env{}, "no guest-init: set CRACKBOX_GUEST_INIT or run `make guest-init` (" + err.Error() + ")"
+		}
+	}
+	if _, err := os.Stat(gi); err != nil {
+		return Env{}, "guest-init " + gi + " missing: run `make guest-init`"
+	}
+	return Env{Kernel: k, GuestInit: gi}, ""
+}
+
+// buildGuestInit compiles ./guestfs/init of the enclosing module into a per-user temp dir.
+func buildGuestInit() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module")
+	}
+	src := filepath.Join(filepath.Dir(mod), "guestfs", "init")
+	if _, err := os.Stat(src); err != nil {
+		return "", fmt.Errorf("%s: %w", src, err)
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("crackbox-jailtest-%d", os.Geteuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "guest-init-*")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp.Name(), "./guestfs/init")
+	cmd.Dir = filepath.Dir(mod)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("go build ./guestfs/init: %v: %s", err, b)
+	}
+	final := filepath.Join(dir, "guest-init")
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// Spec returns a Spec with the kernel, guest-init and a timeout filled in.
+func Spec(t testing.TB, argv ...string) jail.Spec {
+	e := Require(t)
+	s := jail.Spec{Argv: argv, Kernel: e.Kernel, GuestInit: e.GuestInit, Timeout: DefaultTimeout, Accel: jail.AccelAuto}
+	if os.Getenv("CRACKBOX_TEST_DEBUG") != "" {
+		s.Debug = true
+		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return s
+}
+
+// Run boots one guest for s while holding a machine-wide slot.
+func Run(t testing.TB, s jail.Spec) (jail.Result, error) {
+	t.Helper()
+	return RunContext(t, context.Background(), s)
+}
+
+// RunContext is Run with a context.
+func RunContext(t testing.TB, ctx context.Context, s jail.Spec) (jail.Result, error) {
+	t.Helper()
+	Require(t)
+	release, err := Acquire(ctx)
+	if err != nil {
+		t.Fatalf("jailtest: waiting for a guest slot: %v", err)
+	}
+	defer release()
+	start := time.Now()
+	res, err := jail.Run(ctx, s)
+	t.Logf("guest %q: exit %d err %v boot %s run %s total %s", s.Argv, res.Exit, err,
+		res.Boot.Round(time.Millisecond), res.Run.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	return res, err
+}
+
+// Acquire takes one of Slots guest slots machine-wide. Each slot is a lock file in the
+// temp dir held with flock, which also excludes other holders in this process (each
+// acquisition opens its own file description).
+func Acquire(ctx context.Context) (release func(), err error) {
+	dir := os.TempDir()
+	for {
+		for i := 0; i < Slots; i++ {
+			p := filepath.Join(dir, fmt.Sprintf("crackbox-guest-slot-%d.lock", i))
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o666)
+			if err != nil {
+				return nil, err
+			}
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+				return func() {
+					syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+					f.Close()
+				}, nil
+			}
+			f.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

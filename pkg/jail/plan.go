@@ -1,0 +1,185 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/crackbox/crackbox/pkg/control"
+)
+
+// plan is a validated Spec: every path resolved, every default filled.
+type plan struct {
+	rs        control.RunSpec
+	userShare []share // workdir and volumes
+	lowers    []share // host view or rootfs
+	machine   string
+	cpus      int
+	memMiB    int
+}
+
+// makePlan validates s and builds the RunSpec. userFS is the filesystem type used for
+// the caller's shares (virtiofs when QEMU runs unprivileged under root, else 9p).
+func makePlan(s Spec, userFS string) (*plan, error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return nil, fmt.Errorf("%w: no command given: crackbox run [flags] -- cmd args...", ErrBadSpec)
+	}
+	p := &plan{machine: s.Machine, cpus: s.CPUs, memMiB: s.MemoryMiB}
+	switch p.machine {
+	case "":
+		p.machine = MachineMicrovm
+	case MachineMicrovm, MachineQ35:
+	default:
+		return nil, fmt.Errorf("%w: machine %q: use microvm or q35", ErrBadSpec, s.Machine)
+	}
+	if p.cpus == 0 {
+		p.cpus = 1
+	}
+	if p.cpus < 0 || p.cpus > 64 {
+		return nil, fmt.Errorf("%w: cpus %d: use 1 to 64", ErrBadSpec, s.CPUs)
+	}
+	if p.memMiB == 0 {
+		p.memMiB = DefaultMemoryMiB
+	}
+	if p.memMiB < 64 || p.memMiB > 1<<20 {
+		return nil, fmt.Errorf("%w: memory %d MiB: use at least 64M (e.g. 256M, 1G)", ErrBadSpec, s.MemoryMiB)
+	}
+
+	inv := InvokingUser()
+	u := inv
+	if s.User != nil {
+		u = *s.User
+	}
+	if s.Root {
+		u = User{UID: 0, GID: 0, Home: "/root"}
+	}
+	if u.Home == "" {
+		u.Home = "/"
+	}
+	groups := u.Groups
+	if len(groups) == 0 {
+		groups = []int{u.GID}
+	}
+
+	// Shares are checked against the invoking user's home: that is whose secrets they hold.
+	if s.Workdir != "" {
+		host, err := checkHostShare(s.Workdir, inv.Home, s.Force)
+		if err != nil {
+			return nil, err
+		}
+		target, _ := filepath.Abs(s.Workdir)
+		if err := checkGuestTarget(target); err != nil {
+			return nil, err
+		}
+		p.userShare = append(p.userShare, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
+	}
+	for _, v := range s.Volumes {
+		host, err := checkHostShare(v.Host, inv.Home, s.Force)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkGuestTarget(v.Guest); err != nil {
+			return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+		}
+		p.userShare = append(p.userShare, share{Host: host, Target: v.Guest, ReadOnly: v.ReadOnly})
+	}
+	seen := map[string]bool{}
+	for i := range p.userShare {
+		sh := &p.userShare[i]
+		if seen[sh.Target] {
+			return nil, fmt.Errorf("%w: two shares target %s in the guest; give each its own path", ErrBadSpec, sh.Target)
+		}
+		seen[sh.Target] = true
+		if err := qemuPathOK(sh.Host); err != nil {
+			return nil, err
+		}
+		sh.Tag = "v" + strconv.Itoa(i)
+		sh.FS = userFS
+	}
+
+	root := control.Root{Mode: "hostview"}
+	if s.RootFS != "" {
+		abs, err := filepath.Abs(s.RootFS)
+		if err != nil {
+			return nil, fmt.Errorf("%w: rootfs %s: %v", ErrBadSpec, s.RootFS, err)
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%w: rootfs %s is not a directory", ErrBadSpec, s.RootFS)
+		}
+		if abs == "/" {
+			return nil, fmt.Errorf("%w: rootfs / would share the whole host; leave rootfs empty for the host view", ErrBadSpec)
+		}
+		if err := qemuPathOK(abs); err != nil {
+			return nil, err
+		}
+		root.Mode = "rootfs"
+		p.lowers = []share{{Tag: "rootfs", Host: abs, Target: "/", ReadOnly: true, FS: FS9P}}
+	} else {
+		p.lowers = hostViewShares()
+		root.Symlinks = hostSymlinks()
+		root.Mask = hostMasks("/")
+	}
+	for _, l := range p.lowers {
+		root.Lower = append(root.Lower, control.Mount{Tag: l.Tag, Target: l.Target, FSType: l.FS, ReadOnly: true})
+	}
+
+	env, err := guestEnv(s.Env, u.Home, os.Getenv("TERM"), os.Getenv("LANG"), s.TTY)
+	if err != nil {
+		return nil, err
+	}
+	dir := s.Dir
+	if dir == "" {
+		if len(p.userShare) > 0 && s.Workdir != "" {
+			dir = p.userShare[0].Target
+		} else {
+			dir = u.Home
+		}
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("%w: working directory %q must be absolute", ErrBadSpec, dir)
+	}
+	hostname := s.Hostname
+	if hostname == "" {
+		hostname = "crackbox"
+	}
+	netw, err := netSpec(s.Net)
+	if err != nil {
+		return nil, err
+	}
+	p.rs = control.RunSpec{
+		Argv: s.Argv, Env: env, Dir: dir,
+		UID: u.UID, GID: u.GID, Groups: groups,
+		TTY: s.TTY, Rows: s.Rows, Cols: s.Cols,
+		Hostname:  hostname,
+		Root:      root,
+		Net:       netw,
+		MCPSocket: s.MCPSocket,
+	}
+	for _, sh := range p.userShare {
+		p.rs.Mounts = append(p.rs.Mounts, control.Mount{Tag: sh.Tag, Target: sh.Target, FSType: sh.FS, ReadOnly: sh.ReadOnly})
+	}
+	return p, nil
+}
+
+// netSpec checks the network settings and turns them into the guest's view.
+func netSpec(n Net) (control.Net, error) {
+	out := control.Net{Mode: n.Mode, ProxyURL: n.ProxyURL}
+	switch n.Mode {
+	case "", NetNone:
+		out.Mode = NetNone
+	case NetTap:
+		if n.Tap == nil || (n.Tap.Name == "" && n.Tap.File == nil) || n.Tap.GuestAddr == "" {
+			return out, fmt.Errorf("%w: net tap needs a tap device and a guest address", ErrBadSpec)
+		}
+		out.Addr, out.Gateway, out.DNS = n.Tap.GuestAddr, n.Tap.Gateway, n.Tap.DNS
+	case NetProxyOnly:
+		out.ProxyListen = n.ProxyListen
+		if out.ProxyListen == "" {
+			out.ProxyListen = "127.0.0.1:3128"
+		}
+	default:
+		return out, fmt.Errorf("%w: net mode %q: use none, tap or proxy-only", ErrBadSpec, n.Mode)
+	}
+	return out, nil
+}

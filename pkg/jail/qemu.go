@@ -1,0 +1,141 @@
+package jail
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Machine types.
+const (
+	MachineMicrovm = "microvm"
+	MachineQ35     = "q35"
+)
+
+// sandboxOpt is QEMU's seccomp policy: no obsolete syscalls, no setuid/setgid, no
+// fork/exec, no affinity or priority changes.
+const sandboxOpt = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+
+// vmConfig is everything the QEMU command line is built from.
+type vmConfig struct {
+	Machine   string
+	Accel     string
+	CPUs      int
+	MemoryMiB int
+	Kernel    string // as QEMU opens it, e.g. /dev/fd/3
+	Initrd    string
+	Append    string
+	CtlSock   string // host listens, QEMU connects
+	QMPSock   string // QEMU listens
+	Shares    []vmShare
+	TapName   string
+	TapFD     int // > 0: an inherited tap fd
+}
+
+// vmShare is a share as QEMU sees it: a directory for 9p, a vhost-user socket for virtiofs.
+type vmShare struct {
+	share
+	Sock string
+}
+
+// kernelCmdline is the guest kernel command line.
+func kernelCmdline(accel, machine string, khz int, debug bool) string {
+	parts := []string{"console=ttyS0", "reboot=t", "panic=-1", "8250.nr_uarts=1",
+		"init_on_alloc=0", "mitigations=off", "cryptomgr.notests", "random.trust_cpu=on",
+		"crackbox.ctl=virtio-serial"}
+	if !debug {
+		parts = append(parts, "quiet")
+	}
+	if accel == AccelTCG {
+		// Without it microvm under TCG hangs after "Marking TSC unstable".
+		parts = append(parts, "tsc_early_khz="+strconv.Itoa(khz), "tsc=reliable")
+	}
+	if machine == MachineQ35 {
+		parts = append(parts, "pci=noacpi")
+	}
+	return strings.Join(parts, " ")
+}
+
+// dev names a virtio device for the machine's transport.
+func (c vmConfig) dev(base string) string {
+	if c.Machine == MachineQ35 {
+		return base + "-pci"
+	}
+	return base + "-device"
+}
+
+func (c vmConfig) args() []string {
+	a := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-sandbox", sandboxOpt}
+	if c.Accel == AccelKVM {
+		a = append(a, "-accel", "kvm", "-cpu", "host")
+	} else {
+		a = append(a, "-accel", "tcg,tb-size=32")
+	}
+	usesVirtiofs := false
+	for _, s := range c.Shares {
+		if s.FS == FSVirtiofs {
+			usesVirtiofs = true
+		}
+	}
+	machine := "microvm,pit=on,pic=on,rtc=on,acpi=off,x-option-roms=off"
+	if c.Machine == MachineQ35 {
+		machine = "q35"
+	}
+	if usesVirtiofs {
+		// vhost-user needs guest RAM the daemon can map.
+		a = append(a, "-object", fmt.Sprintf("memory-backend-memfd,id=mem,size=%dM,share=on", c.MemoryMiB))
+		machine += ",memory-backend=mem"
+	}
+	a = append(a, "-M", machine)
+	if c.Machine != MachineQ35 {
+		// vhost-user devices need modern virtio-mmio.
+		a = append(a, "-global", "virtio-mmio.force-legacy=false")
+	}
+	a = append(a,
+		"-m", strconv.Itoa(c.MemoryMiB),
+		"-smp", strconv.Itoa(c.CPUs),
+		"-kernel", c.Kernel,
+		"-initrd", c.Initrd,
+		"-append", c.Append,
+		// The console goes to QEMU's stdout, which the host points at console.log.
+		"-chardev", "stdio,id=con,signal=off",
+		"-serial", "chardev:con",
+		"-chardev", "socket,id=qmp,path="+c.QMPSock+",server=on,wait=off",
+		"-mon", "chardev=qmp,mode=control",
+		"-device", c.dev("virtio-rng"),
+		"-device", c.dev("virtio-serial")+",id=vser",
+		"-chardev", "socket,id=ctl,path="+c.CtlSock,
+		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=ctl",
+	)
+	for i, s := range c.Shares {
+		id := "fs" + strconv.Itoa(i)
+		switch s.FS {
+		case FSVirtiofs:
+			a = append(a,
+				"-chardev", "socket,id="+id+",path="+s.Sock,
+				"-device", c.dev("vhost-user-fs")+",chardev="+id+",tag="+s.Tag)
+		default:
+			opt := "local,id=" + id + ",path=" + s.Host + ",security_model=none"
+			if s.ReadOnly {
+				opt += ",readonly=on"
+			}
+			a = append(a, "-fsdev", opt, "-device", c.dev("virtio-9p")+",fsdev="+id+",mount_tag="+s.Tag)
+		}
+	}
+	switch {
+	case c.TapFD > 0:
+		a = append(a, "-netdev", "tap,id=n0,fd="+strconv.Itoa(c.TapFD), "-device", c.dev("virtio-net")+",netdev=n0")
+	case c.TapName != "":
+		a = append(a, "-netdev", "tap,id=n0,ifname="+c.TapName+",script=no,downscript=no", "-device", c.dev("virtio-net")+",netdev=n0")
+	}
+	return a
+}
+
+// qemuPathOK rejects paths QEMU's option parser would split (it uses commas).
+func qemuPathOK(p string) error {
+	if strings.ContainsAny(p, ",\n") {
+		return fmt.Errorf("%w: path %q contains a comma or newline, which QEMU options cannot carry; rename it", ErrBadSpec, p)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package jail
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// runDir is one run's directory. Dir (0711 when QEMU is unprivileged, else 0700) holds
+// console.log, qemu.log and qemu.pid, owned by crackbox; VM (0700, owned by QEMU's uid)
+// holds the sockets QEMU must reach: qmp.sock, ctl.sock and the virtiofsd sockets.
+type runDir struct {
+	ID  string
+	Dir string
+	VM  string
+}
+
+// runDirBase is $XDG_RUNTIME_DIR/crackbox for an unprivileged caller and /run/crackbox
+// for root (QEMU, running as nobody, must be able to traverse it).
+func runDirBase(explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	if os.Geteuid() == 0 {
+		return "/run/crackbox"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "crackbox")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("crackbox-%d", os.Geteuid()))
+}
+
+func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
+	baseMode := os.FileMode(0o700)
+	if vmm != nil {
+		baseMode = 0o711
+	}
+	if err := os.MkdirAll(base, baseMode); err != nil {
+		return nil, fmt.Errorf("run dir base %s: %w", base, err)
+	}
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	rd := &runDir{ID: hex.EncodeToString(b)}
+	rd.Dir = filepath.Join(base, rd.ID)
+	rd.VM = filepath.Join(rd.Dir, "vm")
+	if err := os.Mkdir(rd.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	if err := os.Mkdir(rd.VM, 0o700); err != nil {
+		os.RemoveAll(rd.Dir)
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	if vmm != nil {
+		// Mkdir applies the umask; set the modes explicitly.
+		if err := os.Chmod(rd.Dir, 0o711); err != nil {
+			os.RemoveAll(rd.Dir)
+			return nil, err
+		}
+		if err := os.Chown(rd.VM, int(vmm.UID), int(vmm.GID)); err != nil {
+			os.RemoveAll(rd.Dir)
+			return nil, fmt.Errorf("run dir: %w", err)
+		}
+	}
+	return rd, nil
+}
+
+func (rd *runDir) path(name string) string   { return filepath.Join(rd.Dir, name) }
+func (rd *runDir) vmPath(name string) string { return filepath.Join(rd.VM, name) }
+
+// remove deletes the run dir; keep keeps console.log and qemu.log (for a crash report)
+// and removes only the sockets.
+func (rd *runDir) remove(keep bool) {
+	if keep {
+		os.RemoveAll(rd.VM)
+		os.Remove(rd.path("qemu.pid"))
+		return
+	}
+	os.RemoveAll(rd.Dir)
+}

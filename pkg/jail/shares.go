@@ -1,0 +1,175 @@
+package jail
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Filesystem types for shares.
+const (
+	FS9P       = "9p"
+	FSVirtiofs = "virtiofs"
+)
+
+// share is one host directory the guest sees.
+type share struct {
+	Tag      string
+	Host     string
+	Target   string
+	ReadOnly bool
+	FS       string
+}
+
+// hostViewDirs are shared read-only (with a tmpfs overlay in the guest) in host-view mode.
+// Never /, /root or /home.
+var hostViewDirs = []string{"/usr", "/etc", "/opt"}
+
+// secretPaths are hidden in host-view mode when they exist on the host. Globs are expanded.
+var secretPaths = []string{
+	"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
+	"/etc/sudoers", "/etc/sudoers.d", "/etc/security/opasswd",
+	"/etc/machine-id", "/etc/credstore", "/etc/credstore.encrypted",
+	"/etc/NetworkManager/system-connections", "/etc/wireguard", "/etc/libvirt/secrets",
+	"/etc/krb5.keytab", "/etc/ipsec.secrets", "/etc/ppp/chap-secrets", "/etc/ppp/pap-secrets",
+	"/etc/letsencrypt", "/etc/crackbox", "/etc/arizuko",
+}
+
+// sensitiveHomeDirs are credential stores under a home directory that are never shared
+// without Force.
+var sensitiveHomeDirs = []string{".ssh", ".gnupg", ".aws", ".kube", ".docker", ".azure", ".config/gcloud", ".password-store"}
+
+// hostMasks lists the existing secret paths on this host.
+func hostMasks(root string) []string {
+	var out []string
+	for _, p := range secretPaths {
+		matches, _ := filepath.Glob(filepath.Join(root, p))
+		for _, m := range matches {
+			out = append(out, "/"+strings.TrimPrefix(strings.TrimPrefix(m, root), "/"))
+		}
+	}
+	return out
+}
+
+// hostViewShares returns the read-only lowers of the host view.
+func hostViewShares() []share {
+	var out []share
+	for _, d := range hostViewDirs {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			out = append(out, share{Tag: strings.TrimPrefix(d, "/"), Host: d, Target: d, ReadOnly: true, FS: FS9P})
+		}
+	}
+	return out
+}
+
+// hostSymlinks mirrors the host's merged-/usr links (bin -> usr/bin, ...).
+func hostSymlinks() map[string]string {
+	out := map[string]string{}
+	for _, n := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		if t, err := os.Readlink("/" + n); err == nil {
+			out["/"+n] = t
+		}
+	}
+	return out
+}
+
+// ParseVolume parses HOST:GUEST[:ro|:rw]; a relative HOST is taken from cwd.
+func ParseVolume(s, cwd string) (Volume, error) {
+	parts := strings.Split(s, ":")
+	v := Volume{}
+	switch len(parts) {
+	case 2:
+	case 3:
+		switch parts[2] {
+		case "ro":
+			v.ReadOnly = true
+		case "rw":
+		default:
+			return v, fmt.Errorf("%w: volume %q: mode %q must be ro or rw", ErrBadSpec, s, parts[2])
+		}
+	default:
+		return v, fmt.Errorf("%w: volume %q: write it as HOST:GUEST or HOST:GUEST:ro", ErrBadSpec, s)
+	}
+	if parts[0] == "" || parts[1] == "" {
+		return v, fmt.Errorf("%w: volume %q: both HOST and GUEST paths are needed", ErrBadSpec, s)
+	}
+	v.Host = parts[0]
+	if !filepath.IsAbs(v.Host) {
+		v.Host = filepath.Join(cwd, v.Host)
+	}
+	v.Guest = parts[1]
+	return v, nil
+}
+
+// checkHostShare resolves a host directory to share and refuses the dangerous ones: /, the
+// home directory and its ancestors, /root, /home, kernel filesystems, and credential stores
+// under a home (the last three kinds only without force). It returns the resolved path.
+func checkHostShare(path, home string, force bool) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("%w: share %s: %v", ErrBadSpec, path, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("%w: share %s does not exist: create it or fix the path", ErrBadSpec, path)
+	}
+	st, err := os.Stat(real)
+	if err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%w: share %s is not a directory: only directories can be shared", ErrBadSpec, path)
+	}
+	if real == "/" {
+		return "", fmt.Errorf("%w: refusing to share / (%s): share a project directory instead", ErrBadSpec, path)
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev", "/run", "/boot"} {
+		if within(real, sys) {
+			return "", fmt.Errorf("%w: refusing to share %s: it is under %s", ErrBadSpec, path, sys)
+		}
+	}
+	if force {
+		return real, nil
+	}
+	homes := []string{"/root", "/home"}
+	if home != "" {
+		if h, err := filepath.EvalSymlinks(home); err == nil {
+			homes = append(homes, h)
+		}
+		homes = append(homes, filepath.Clean(home))
+	}
+	for _, h := range homes {
+		if real == h || within(h, real) {
+			return "", fmt.Errorf("%w: refusing to share %s: it is or contains the home directory %s; share a project directory instead (or --force)", ErrBadSpec, path, h)
+		}
+		for _, s := range sensitiveHomeDirs {
+			if within(real, filepath.Join(h, s)) {
+				return "", fmt.Errorf("%w: refusing to share %s: it is under %s, which holds credentials (use --force to share it anyway)", ErrBadSpec, path, filepath.Join(h, s))
+			}
+		}
+	}
+	return real, nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return true
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// checkGuestTarget validates a mount point in the guest.
+func checkGuestTarget(p string) error {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return fmt.Errorf("%w: guest path %q must be absolute and clean, like /data", ErrBadSpec, p)
+	}
+	if p == "/" {
+		return fmt.Errorf("%w: guest path / cannot be a volume target; use RootFS", ErrBadSpec)
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev"} {
+		if within(p, sys) {
+			return fmt.Errorf("%w: guest path %s is under %s", ErrBadSpec, p, sys)
+		}
+	}
+	return nil
+}

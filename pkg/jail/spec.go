@@ -1,0 +1,158 @@
+// Package jail runs one command inside a throwaway QEMU guest and reports how it ended.
+//
+// Run is the only entry point: `crackbox run` calls it once per command and arizuko once
+// per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
+// /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
+// drives the control session (session.go), and tears everything down again.
+package jail
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrTimeout: Spec.Timeout passed before the command ended; the guest was stopped.
+	ErrTimeout = errors.New("jail: timeout")
+	// ErrGuestCrashed: the guest kernel panicked, ran out of memory, or QEMU died without
+	// an exit frame. The error text names the kept console log.
+	ErrGuestCrashed = errors.New("jail: guest crashed")
+	// ErrNoKernel: no guest kernel was found.
+	ErrNoKernel = errors.New("jail: no guest kernel")
+	// ErrNoQEMU: qemu-system-x86_64 is not installed.
+	ErrNoQEMU = errors.New("jail: qemu-system-x86_64 not found")
+	// ErrBadSpec: the Spec is invalid (a bad volume, a refused share, a bad env entry...).
+	ErrBadSpec = errors.New("jail: bad spec")
+)
+
+// Exit statuses crackbox itself uses, Docker style.
+const (
+	ExitFailed        = 125 // crackbox failed (boot, crash, timeout, bad input)
+	ExitNotExecutable = 126
+	ExitNotFound      = 127
+	ExitSignalBase    = 128 // + signal number
+)
+
+// Network modes.
+const (
+	NetNone      = "none"       // loopback only
+	NetTap       = "tap"        // a tap device, see Tap
+	NetProxyOnly = "proxy-only" // no NIC; guest connections reach ProxyConn
+)
+
+// Tap describes a tap device the caller created; the guest gets eth0 on it.
+type Tap struct {
+	Name      string   // interface name, used when File is nil
+	File      *os.File // an open tap fd (preferred: QEMU needs no privilege to open it)
+	GuestAddr string   // CIDR, e.g. 10.77.0.2/30
+	Gateway   string
+	DNS       string
+}
+
+// Net configures the guest network.
+type Net struct {
+	Mode string // NetNone (default), NetTap or NetProxyOnly
+	Tap  *Tap   // NetTap only
+	// ProxyURL is exported in the guest as HTTP(S)_PROXY and friends.
+	ProxyURL string
+	// ProxyListen is where guest-init listens in proxy-only mode (default 127.0.0.1:3128).
+	ProxyListen string
+	// ProxyConn receives each guest connection to ProxyListen (proxy-only mode).
+	ProxyConn func(net.Conn)
+}
+
+// Volume is a host directory shared into the guest.
+type Volume struct {
+	Host     string
+	Guest    string
+	ReadOnly bool
+}
+
+// User is the identity the command runs as in the guest.
+type User struct {
+	UID, GID int
+	Groups   []int
+	Home     string // HOME in the guest, an empty directory owned by UID
+}
+
+// Spec is one command to run in one guest.
+type Spec struct {
+	Argv []string
+	// Env is the complete list of KEY=VALUE the command gets on top of PATH, HOME, TERM
+	// and LANG; nothing else from the host environment reaches the guest.
+	Env []string
+	// Dir is the command's working directory in the guest; default Workdir, else HOME.
+	Dir string
+	// Workdir is a host directory shared at the same absolute path; "" shares nothing.
+	Workdir   string
+	WorkdirRO bool
+	Volumes   []Volume
+	// Force allows sharing the home directory and credential directories (~/.ssh, ...).
+	Force bool
+
+	// RootFS is a directory tree used as the guest root; "" = the host view.
+	RootFS string
+	// User defaults to the invoking user (SUDO_UID/SUDO_GID when run through sudo).
+	User *User
+	// Root runs the command as uid 0 in the guest.
+	Root     bool
+	Hostname string
+
+	TTY        bool
+	Rows, Cols uint16
+
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Signals        <-chan int       // signal numbers forwarded to the command
+	Resize         <-chan [2]uint16 // rows, cols
+
+	Kernel    string // default: see FindKernel
+	GuestInit string // default: see FindGuestInit
+	CacheDir  string // default: see CacheDir
+	Accel     string // "auto" (default), "kvm" or "tcg"
+	Machine   string // "microvm" (default) or "q35"
+	CPUs      int    // default 1
+	MemoryMiB int    // default 512
+	// Timeout bounds the whole run, boot included; 0 = none.
+	Timeout    time.Duration
+	RunDirBase string // default: see runDirBase
+	Debug      bool
+	Logger     *slog.Logger
+
+	Net Net
+
+	// MCPSocket is a guest path where guest-init serves a unix socket whose connections
+	// reach MCPConn.
+	MCPSocket string
+	MCPConn   func(net.Conn)
+
+	// Started, when set, is called once the command runs in the guest.
+	Started func(pid int)
+}
+
+// Result is how a run ended.
+type Result struct {
+	// Exit is the command's status, or ExitFailed, ExitNotExecutable, ExitNotFound,
+	// or ExitSignalBase+Signal.
+	Exit   int
+	Signal int
+	// ExecError is set when the command could not be started (not found, not executable,
+	// a setup failure in the guest).
+	ExecError  string
+	RunDir     string
+	ConsoleLog string // path of the kept console log after a crash; "" otherwise
+	Boot       time.Duration
+	Run        time.Duration
+	Accel      string
+}
+
+// Defaults.
+const (
+	DefaultMemoryMiB = 512
+	DefaultPath      = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)

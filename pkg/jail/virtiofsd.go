@@ -1,0 +1,61 @@
+package jail
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// VirtiofsdPath is where Debian's QEMU ships virtiofsd.
+const VirtiofsdPath = "/usr/lib/qemu/virtiofsd"
+
+// startVirtiofsd serves one share on a vhost-user socket at sock, which QEMU (running as
+// vmm) connects to. crackbox creates and listens on the socket itself and hands the
+// listening fd over, so the socket's owner and mode are set before anyone can reach it.
+// A read-only share is bind-mounted read-only in a private mount namespace first, so
+// writes fail on the host side whatever the guest does.
+func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exec.Cmd, error) {
+	if _, err := os.Stat(VirtiofsdPath); err != nil {
+		return nil, fmt.Errorf("virtiofsd not found at %s (Debian: apt-get install qemu-system-common): %w", VirtiofsdPath, err)
+	}
+	if err := qemuPathOK(s.Host); err != nil {
+		return nil, err
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("virtiofsd socket: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	defer l.Close()
+	if vmm != nil {
+		if err := os.Chown(sock, int(vmm.UID), int(vmm.GID)); err != nil {
+			return nil, fmt.Errorf("virtiofsd socket: %w", err)
+		}
+	}
+	lf, err := l.File()
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+
+	fsd := []string{VirtiofsdPath, "--fd=3", "-o", "source=" + s.Host, "-o", "cache=auto",
+		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr"}
+	var cmd *exec.Cmd
+	if s.ReadOnly {
+		script := `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`
+		args := append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", s.Host}, fsd...)
+		cmd = exec.Command("unshare", args...)
+	} else {
+		cmd = exec.Command(fsd[0], fsd[1:]...)
+	}
+	cmd.ExtraFiles = []*os.File{lf}
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start virtiofsd for %s: %w", s.Host, err)
+	}
+	return cmd, nil
+}

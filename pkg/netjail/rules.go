@@ -1,0 +1,255 @@
+package netjail
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
+)
+
+// Chain names inside a run's table.
+const (
+	chainPrerouting = "prerouting"
+	chainInput      = "input"
+	chainForward    = "forward"
+	chainOutput     = "output"
+	chainGuestIn    = "guest_in"
+	chainGuestOut   = "guest_out"
+)
+
+// Comments on the drop rules; tests and `nft list table` readers find
+// counters by them.
+const (
+	DropIPv6    = "drop:ipv6"
+	DropSpoof   = "drop:spoofed-source"
+	DropNotHost = "drop:not-host-side"
+	DropOther   = "drop:other"
+	DropForward = "drop:forward-from-guest"
+	DropToGuest = "drop:forward-to-guest"
+	DropOutput  = "drop:host-initiated"
+)
+
+// ipsDstNAT is IPS_DST_NAT from linux/netfilter/nf_conntrack_common.h.
+const ipsDstNAT = 1 << 5
+
+// Rules is the static rule set of one jail link. Iface is the host side of
+// the link (the tap, or a veth in tests); Host and Guest are its /30's .1
+// and .2. From Iface only these pass: TCP to Host:ProxyPort, DNS (UDP and
+// TCP) to Host:DNSPort, TCP to any address on port 80 or 443 (rewritten to
+// Host:TransparentPort), ICMP echo to Host and ICMP errors for flows the host
+// answered. Everything else from Iface, anything forwarded to or from it, and
+// host-initiated traffic into it is counted and dropped.
+type Rules struct {
+	Table           string
+	Iface           string
+	Host, Guest     netip.Addr
+	ProxyPort       uint16
+	TransparentPort uint16
+	DNSPort         uint16
+	Owner           string // tag stored as the comment of the input jump rule
+}
+
+func (r Rules) validate() error {
+	switch {
+	case !strings.HasPrefix(r.Table, tablePrefix):
+		return fmt.Errorf("netjail: table %q must start with %q", r.Table, tablePrefix)
+	case r.Iface == "" || len(r.Iface) > unix.IFNAMSIZ-1:
+		return fmt.Errorf("netjail: interface name %q: want 1..%d characters", r.Iface, unix.IFNAMSIZ-1)
+	case !r.Host.Is4() || !r.Guest.Is4():
+		return fmt.Errorf("netjail: host %s and guest %s must be IPv4 addresses", r.Host, r.Guest)
+	case r.ProxyPort == 0 || r.TransparentPort == 0 || r.DNSPort == 0:
+		return errors.New("netjail: proxy, transparent and DNS ports must be set")
+	}
+	return nil
+}
+
+// Install creates the table with all its chains and rules in one atomic
+// batch. It fails if a table of that name already exists.
+func (r Rules) Install() error {
+	if err := r.validate(); err != nil {
+		return err
+	}
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("netjail: nftables: %w", err)
+	}
+	t := c.CreateTable(&nftables.Table{Name: r.Table, Family: nftables.TableFamilyINet})
+	accept := nftables.ChainPolicyAccept
+	base := func(name string, hook *nftables.ChainHook, prio *nftables.ChainPriority, typ nftables.ChainType) *nftables.Chain {
+		return c.AddChain(&nftables.Chain{Name: name, Table: t, Hooknum: hook, Priority: prio, Type: typ, Policy: &accept})
+	}
+	pre := base(chainPrerouting, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainTypeNAT)
+	in := base(chainInput, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	fwd := base(chainForward, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	out := base(chainOutput, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	gin := c.AddChain(&nftables.Chain{Name: chainGuestIn, Table: t})
+	gout := c.AddChain(&nftables.Chain{Name: chainGuestOut, Table: t})
+
+	add := func(ch *nftables.Chain, comment string, exprs ...expr.Any) {
+		rule := &nftables.Rule{Table: t, Chain: ch, Exprs: exprs}
+		if comment != "" {
+			rule.UserData = userdata.AppendString(nil, userdata.TypeComment, comment)
+		}
+		c.AddRule(rule)
+	}
+	var (
+		host  = r.Host.AsSlice()
+		guest = r.Guest.AsSlice()
+	)
+
+	// DNAT web traffic to any address onto the transparent listener.
+	for _, port := range []uint16{80, 443} {
+		add(pre, "", cat(
+			iif(r.Iface), nfproto(unix.NFPROTO_IPV4), l4(unix.IPPROTO_TCP), dport(port),
+			[]expr.Any{
+				&expr.Immediate{Register: 1, Data: host},
+				&expr.Immediate{Register: 2, Data: be16(r.TransparentPort)},
+				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+			})...)
+	}
+
+	add(in, r.Owner, cat(iif(r.Iface), verdict(expr.VerdictJump, chainGuestIn))...)
+	add(gin, DropIPv6, cat(nfproto(unix.NFPROTO_IPV6), drop())...)
+	add(gin, DropSpoof, cat(ip4(12, expr.CmpOpNeq, guest), drop())...)
+	add(gin, DropNotHost, cat(ip4(16, expr.CmpOpNeq, host), drop())...)
+	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.ProxyPort), verdict(expr.VerdictAccept, ""))...)
+	// Only connections the prerouting chain rewrote may reach the
+	// transparent port, so the guest cannot skip the 80/443 restriction.
+	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.TransparentPort), ctBits(unix.NFT_CT_STATUS, ipsDstNAT), verdict(expr.VerdictAccept, ""))...)
+	add(gin, "", cat(l4(unix.IPPROTO_UDP), dport(r.DNSPort), verdict(expr.VerdictAccept, ""))...)
+	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.DNSPort), verdict(expr.VerdictAccept, ""))...)
+	add(gin, "", cat(l4(unix.IPPROTO_ICMP), icmpType(8), verdict(expr.VerdictAccept, ""))...)
+	add(gin, "", cat(l4(unix.IPPROTO_ICMP), ctBits(unix.NFT_CT_STATE, expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
+	add(gin, DropOther, drop()...)
+
+	add(fwd, DropForward, cat(iif(r.Iface), drop())...)
+	add(fwd, DropToGuest, cat(oif(r.Iface), drop())...)
+
+	add(out, "", cat(oif(r.Iface), verdict(expr.VerdictJump, chainGuestOut))...)
+	add(gout, "", cat(ctBits(unix.NFT_CT_STATE, expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
+	add(gout, DropOutput, drop()...)
+
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("netjail: install nft table %s: %w", r.Table, err)
+	}
+	return nil
+}
+
+// RemoveTable deletes a table created by Install; a missing table is not an error.
+func RemoveTable(name string) error {
+	if name == "" {
+		return nil
+	}
+	c, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("netjail: nftables: %w", err)
+	}
+	t, err := c.ListTableOfFamily(name, nftables.TableFamilyINet)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("netjail: find nft table %s: %w", name, err)
+	}
+	c.DelTable(t)
+	if err := c.Flush(); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("netjail: delete nft table %s: %w", name, err)
+	}
+	return nil
+}
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func ifname(n string) []byte {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, n)
+	return b
+}
+
+func iif(name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(name)},
+	}
+}
+
+func oif(name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(name)},
+	}
+}
+
+func nfproto(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+func l4(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// ip4 compares the IPv4 source (offset 12) or destination (offset 16).
+func ip4(offset uint32, op expr.CmpOp, a []byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: offset, Len: 4},
+		&expr.Cmp{Op: op, Register: 1, Data: a},
+	}
+}
+
+func dport(p uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
+	}
+}
+
+func icmpType(t byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{t}},
+	}
+}
+
+// ctBits matches when any of bits is set in the conntrack key (state or status).
+func ctBits(key uint32, bits uint32) []expr.Any {
+	mask := make([]byte, 4)
+	binary.NativeEndian.PutUint32(mask, bits)
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKey(key)},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
+func drop() []expr.Any {
+	return []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop}}
+}
+
+func verdict(k expr.VerdictKind, chain string) []expr.Any {
+	return []expr.Any{&expr.Verdict{Kind: k, Chain: chain}}
+}
+
+func be16(v uint16) []byte {
+	return binary.BigEndian.AppendUint16(nil, v)
+}

@@ -1,0 +1,85 @@
+package netjail
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+
+	"github.com/vishvananda/netlink"
+)
+
+// createTap makes a persistent single-queue tap owned by uid/gid (so QEMU can
+// attach to it without privileges), records the owner tag in its alias,
+// gives it the host side address of the /30 and brings it up. On error
+// nothing is left behind.
+func createTap(name string, host netip.Prefix, uid, gid int, tag string) (err error) {
+	t := &netlink.Tuntap{
+		LinkAttrs: netlink.LinkAttrs{Name: name},
+		Mode:      netlink.TUNTAP_MODE_TAP,
+		// TUN_EXCL fails instead of adopting a device that already has the name.
+		Flags: netlink.TUNTAP_NO_PI | netlink.TUNTAP_TUN_EXCL | netlink.TUNTAP_VNET_HDR,
+		Owner: idOrNone(uid),
+		Group: idOrNone(gid),
+	}
+	if err := netlink.LinkAdd(t); err != nil {
+		return fmt.Errorf("netjail: create tap %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = deleteLink(name)
+		}
+	}()
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("netjail: find tap %s: %w", name, err)
+	}
+	if err := netlink.LinkSetAlias(link, tag); err != nil {
+		return fmt.Errorf("netjail: tag tap %s: %w", name, err)
+	}
+	disableIPv6(name)
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: host.Addr().AsSlice(), Mask: net.CIDRMask(host.Bits(), 32)}}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("netjail: address %s on tap %s: %w", host, name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("netjail: bring up tap %s: %w", name, err)
+	}
+	return nil
+}
+
+// idOrNone maps "no owner" to root: the kernel refuses an invalid owner id,
+// and root can attach anyway.
+func idOrNone(id int) uint32 {
+	if id < 0 {
+		return 0
+	}
+	return uint32(id)
+}
+
+// disableIPv6 keeps the host side of a jail link free of IPv6 addresses
+// (link-local included); the nft table drops IPv6 regardless, so a host
+// without IPv6 support is not an error.
+func disableIPv6(name string) {
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644)
+}
+
+// deleteLink removes the named link; a missing link is not an error.
+func deleteLink(name string) error {
+	if name == "" {
+		return nil
+	}
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("netjail: find link %s: %w", name, err)
+	}
+	if err := netlink.LinkDel(link); err != nil {
+		return fmt.Errorf("netjail: delete link %s: %w", name, err)
+	}
+	return nil
+}

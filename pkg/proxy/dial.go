@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/allow"
+)
+
+// verdict is the outcome of authorize: the addresses to dial, or the reason
+// for refusing.
+type verdict struct {
+	host   string // normalized
+	port   int
+	addrs  []netip.Addr
+	reason string // "" when allowed
+	detail string
+}
+
+// authorize decides host:port for client: allowlist first, then resolution
+// and the destination guard. IP literals bypass the allowlist only through
+// an AllowCIDRs entry.
+func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host string, port int) verdict {
+	v := verdict{host: host, port: port}
+	h, err := allow.NormalizeHost(host)
+	if err != nil {
+		v.reason, v.detail = ReasonAllowlist, err.Error()
+		return v
+	}
+	v.host = h
+	if a, err := netip.ParseAddr(h); err == nil {
+		if !cfg.allowedCIDR(a) {
+			v.reason, v.detail = ReasonAllowlist, "IP literal destinations need an allowed CIDR"
+			return v
+		}
+		v.addrs = []netip.Addr{a.Unmap()}
+		return v
+	}
+	if err := c.Allow.CheckWithPorts(h, port, cfg.ports); err != nil {
+		v.reason, v.detail = ReasonAllowlist, err.Error()
+		if errors.Is(err, allow.ErrPortNotAllowed) {
+			v.reason = ReasonPort
+		}
+		return v
+	}
+	addrs, err := p.resolve(ctx, cfg, h)
+	if err != nil {
+		v.detail = err.Error()
+		switch {
+		case errors.Is(err, ErrPrivateAddress):
+			v.reason = ReasonPrivateAddress
+		case isTimeout(err):
+			v.reason = ReasonUpstreamTimeout
+		default:
+			v.reason = ReasonUpstreamError
+		}
+		return v
+	}
+	v.addrs = addrs
+	return v
+}
+
+// allowedByPolicy reports whether a reason still counts as an allowed decision
+// (policy said yes, the network failed).
+func allowedByPolicy(reason string) bool {
+	return reason == "" || reason == ReasonUpstreamError || reason == ReasonUpstreamTimeout
+}
+
+// dial connects to the first reachable checked address. It never resolves:
+// the addresses are exactly those the guard passed.
+func (p *Proxy) dial(ctx context.Context, cfg *config, addrs []netip.Addr, port int) (net.Conn, netip.Addr, error) {
+	var firstErr error
+	for _, a := range addrs {
+		start := time.Now()
+		d := net.Dialer{Timeout: cfg.dialTimeout}
+		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		p.metrics.dial.Observe(time.Since(start).Seconds())
+		if err == nil {
+			return c, a, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("%w: no address to dial", ErrNoAddress)
+	}
+	return nil, netip.Addr{}, firstErr
+}
+
+// upstreamReason classifies a dial or upstream I/O error.
+func upstreamReason(err error) string {
+	if isTimeout(err) {
+		return ReasonUpstreamTimeout
+	}
+	return ReasonUpstreamError
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}

@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// ServeForward serves forward-proxy clients (absolute-form HTTP requests and
+// CONNECT) accepted from ln. Each request is decided for the registry client
+// at the connection's source address, looked up again per request. It
+// returns ErrShutdown after Shutdown, nil when ln is closed by someone else.
+func (p *Proxy) ServeForward(ln net.Listener) error {
+	return p.serve(ln, func(cc *clientConn) {
+		p.newHTTPSession(cc, nil, 0).serve()
+	})
+}
+
+// ServeForwardConn serves one forward-mode connection whose client identity
+// the caller fixes (connections that arrive over a VM control channel have
+// no meaningful source address). If a client with the same ID is in the
+// registry its current allowlist is used. It blocks until c is finished and
+// closes it.
+func (p *Proxy) ServeForwardConn(c net.Conn, client Client) {
+	cc, ok := p.track(c)
+	if !ok {
+		c.Close()
+		return
+	}
+	defer p.untrack(cc)
+	p.newHTTPSession(cc, &client, 0).serve()
+}
+
+// httpSession is one client connection carrying HTTP/1.x requests, in
+// forward mode or (tport != 0) transparent mode where the Host header names
+// the target and tport is the original destination port.
+type httpSession struct {
+	p      *Proxy
+	conn   *clientConn
+	br     *bufio.Reader
+	fixed  *Client
+	src    netip.Addr
+	srcStr string
+	tport  int
+}
+
+func (p *Proxy) newHTTPSession(cc *clientConn, fixed *Client, tport int) *httpSession {
+	s := &httpSession{p: p, conn: cc, fixed: fixed, tport: tport, src: remoteAddr(cc)}
+	if a := cc.RemoteAddr(); a != nil {
+		s.srcStr = a.String()
+	}
+	if fixed != nil && fixed.IP.IsValid() {
+		s.src = fixed.IP
+	}
+	s.br = bufio.NewReaderSize(&deadlineReader{c: cc, idle: p.idleTimeout}, 16<<10)
+	return s
+}
+
+func (p *Proxy) idleTimeout() time.Duration { return p.cfg.Load().idleTimeout }
+
+// serve reads requests until the client or a refusal ends the connection.
+// Every request is decided on its own, so a kept-alive connection cannot
+// carry a request to a host the first request did not name.
+func (s *httpSession) serve() {
+	for {
+		if !s.p.setIdle(s.conn, true) {
+			return
+		}
+		req, err := http.ReadRequest(s.br)
+		if !s.p.setIdle(s.conn, false) {
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				cfg := s.p.cfg.Load()
+				d := s.decision(req)
+				s.refuse(cfg, d, ReasonBadRequest, err.Error())
+			}
+			return
+		}
+		if !s.handle(req) {
+			return
+		}
+	}
+}
+
+func (s *httpSession) decision(req *http.Request) Decision {
+	d := Decision{Time: time.Now(), Src: s.srcStr}
+	if req != nil {
+		d.Method = req.Method
+	}
+	return d
+}
+
+// refuse answers with a refusal, records the decision and reports false so
+// the caller closes the connection (the request body is not drained).
+func (s *httpSession) refuse(cfg *config, d Decision, reason, detail string) bool {
+	d.Reason = reason
+	d.Allowed = allowedByPolicy(reason) && reason != ""
+	n, _ := writeRefusal(s.conn, d.Host, d.Port, reason, detail)
+	d.BytesIn = n
+	d.Duration = time.Since(d.Time)
+	s.p.record(cfg, d)
+	return false
+}
+
+// target extracts host and port from a request according to the mode.
+func (s *httpSession) target(req *http.Request) (string, int, error) {
+	switch {
+	case s.tport != 0:
+		if req.Method == http.MethodConnect {
+			return "", 0, errors.New("CONNECT is not accepted on a transparent connection")
+		}
+		if req.Host == "" {
+			return "", 0, errNoHost
+		}
+		h, _, err := parseAuthority(req.Host, s.tport)
+		return h, s.tport, err
+	case req.Method == http.MethodConnect:
+		return parseAuthority(req.RequestURI, 0)
+	case req.URL == nil || !req.URL.IsAbs() || req.URL.Host == "":
+		return "", 0, errors.New("origin-form request sent to a proxy; use absolute-form (GET http://host/path)")
+	case !strings.EqualFold(req.URL.Scheme, "http"):
+		return "", 0, fmt.Errorf("scheme %q in absolute-form; use CONNECT for https", req.URL.Scheme)
+	}
+	return parseAuthority(req.URL.Host, 80)
+}
+
+var errNoHost = errors.New("request has no Host header")
+
+// handle decides and serves one request; false ends the connection.
+func (s *httpSession) handle(req *http.Request) bool {
+	cfg := s.p.cfg.Load()
+	d := s.decision(req)
+	client, known := s.p.clientFor(s.fixed, s.src)
+	if known {
+		d.ClientID = client.ID
+	}
+	host, port, err := s.target(req)
+	if err != nil {
+		if errors.Is(err, errNoHost) {
+			return s.refuse(cfg, d, ReasonNoServerName, err.Error())
+		}
+		return s.refuse(cfg, d, ReasonBadRequest, err.Error())
+	}
+	d.Host, d.Port = host, port
+	if !known {
+		return s.refuse(cfg, d, ReasonUnknownClient, "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
+	defer cancel()
+	v := s.p.authorize(ctx, cfg, client, host, port)
+	d.Host = v.host
+	if v.reason != "" {
+		return s.refuse(cfg, d, v.reason, v.detail)
+	}
+	up, ip, err := s.p.dial(ctx, cfg, v.addrs, port)
+	if err != nil {
+		return s.refuse(cfg, d, upstreamReason(err), err.Error())
+	}
+	d.IP = ip.String()
+	if req.Method == http.MethodConnect {
+		return s.tunnel(cfg, d, up)
+	}
+	return s.forward(cfg, d, req, up)
+}
+
+// tunnel answers a CONNECT and splices until either side is done.
+func (s *httpSession) tunnel(cfg *config, d Decision, up net.Conn) bool {
+	d.Allowed = true
+	n, err := io.WriteString(s.conn, "HTTP/1.1 200 Connection established\r\n\r\n")
+	d.BytesIn += int64(n)
+	if err != nil {
+		up.Close()
+		d.Reason = ReasonUpstreamError
+		d.Duration = time.Since(d.Time)
+		s.p.record(cfg, d)
+		return false
+	}
+	// A client may pipeline its first bytes (a TLS ClientHello) right
+	// behind the CONNECT; they sit in our buffer, not in the socket.
+	if k := s.br.Buffered(); k > 0 {
+		b, _ := s.br.Peek(k)
+		w, err := up.Write(b)
+		d.BytesOut += int64(w)
+		if err != nil {
+			up.Close()
+			d.Reason = upstreamReason(err)
+			d.Duration = time.Since(d.Time)
+			s.p.record(cfg, d)
+			return false
+		}
+	}
+	s.conn.SetReadDeadline(time.Time{})
+	out, in, _ := s.p.relay(s.conn, up, cfg.idleTimeout)
+	d.BytesOut += out
+	d.BytesIn += in
+	d.Duration = time.Since(d.Time)
+	s.p.record(cfg, d)
+	return false
+}

@@ -1,0 +1,309 @@
+// Package proxy is the allowlist egress proxy: a forward HTTP/CONNECT proxy
+// and a transparent (NAT redirect) proxy that decide every request with
+// pkg/allow, resolve names themselves, refuse private destinations and dial
+// exactly the address they checked.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/crackbox/crackbox/pkg/allow"
+)
+
+// Defaults applied to zero Options fields.
+const (
+	DefaultDialTimeout = 10 * time.Second
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// Options configures a Proxy. Reload swaps everything except Registerer and
+// Logger for connections accepted afterwards.
+type Options struct {
+	AllowCIDRs   []netip.Prefix          // operator-allowed ranges that bypass the private-address guard; also the only way to allow IP-literal destinations
+	Resolver     string                  // "" = system resolver (so /etc/hosts applies); else "ip:port" DNS server
+	Hosts        map[string][]netip.Addr // static name -> IPs override, consulted before the resolver
+	DefaultPorts []int                   // ports allowed for entries without :port; empty = the client list's own (80, 443 by default)
+	DialTimeout  time.Duration           // per upstream connect; 0 = DefaultDialTimeout
+	IdleTimeout  time.Duration           // no bytes either way for this long ends a tunnel, and bounds the wait for response headers; 0 = DefaultIdleTimeout
+	DecisionLog  io.Writer               // one JSON line per decision; nil = off
+	OnDecision   func(Decision)          // called once per decision, from connection goroutines
+	Registerer   prometheus.Registerer   // nil = no metrics exported
+	Logger       *slog.Logger            // nil = slog.Default()
+}
+
+// config is the reloadable part of Options in ready-to-use form.
+type config struct {
+	cidrs       []netip.Prefix
+	resolver    *net.Resolver
+	hosts       map[string][]netip.Addr
+	ports       []int
+	dialTimeout time.Duration
+	idleTimeout time.Duration
+	dlog        *decisionLog
+	onDecision  func(Decision)
+}
+
+// Proxy decides and relays connections for the clients in its Registry.
+type Proxy struct {
+	reg     *Registry
+	log     *slog.Logger
+	metrics *metrics
+	cfg     atomic.Pointer[config]
+	active  atomic.Int64
+	ifaces  ifaceCache
+
+	mu        sync.Mutex
+	shutdown  bool
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
+	wg        sync.WaitGroup
+}
+
+// New validates opts and returns a proxy deciding for the clients in reg.
+func New(opts Options, reg *Registry) (*Proxy, error) {
+	if reg == nil {
+		return nil, errors.New("proxy: nil registry")
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Proxy{
+		reg:       reg,
+		log:       log,
+		metrics:   m,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*clientConn]struct{}),
+	}
+	p.cfg.Store(cfg)
+	return p, nil
+}
+
+func buildConfig(opts Options) (*config, error) {
+	c := &config{
+		cidrs:       make([]netip.Prefix, 0, len(opts.AllowCIDRs)),
+		hosts:       make(map[string][]netip.Addr, len(opts.Hosts)),
+		ports:       slices.Clone(opts.DefaultPorts),
+		dialTimeout: opts.DialTimeout,
+		idleTimeout: opts.IdleTimeout,
+		dlog:        &decisionLog{w: opts.DecisionLog},
+		onDecision:  opts.OnDecision,
+	}
+	for _, pfx := range opts.AllowCIDRs {
+		if !pfx.IsValid() {
+			return nil, fmt.Errorf("proxy: allowed CIDR %v is not a valid prefix", pfx)
+		}
+		c.cidrs = append(c.cidrs, pfx.Masked())
+	}
+	for _, port := range opts.DefaultPorts {
+		if port < 1 || port > 65535 {
+			return nil, fmt.Errorf("proxy: default port %d: must be 1..65535", port)
+		}
+	}
+	for name, addrs := range opts.Hosts {
+		h, err := allow.NormalizeHost(name)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: static host entry: %w", err)
+		}
+		for _, a := range addrs {
+			if !a.IsValid() {
+				return nil, fmt.Errorf("proxy: static host %q has an invalid address", name)
+			}
+		}
+		c.hosts[h] = slices.Clone(addrs)
+	}
+	r, err := newResolver(opts.Resolver)
+	if err != nil {
+		return nil, err
+	}
+	c.resolver = r
+	if c.dialTimeout <= 0 {
+		c.dialTimeout = DefaultDialTimeout
+	}
+	if c.idleTimeout <= 0 {
+		c.idleTimeout = DefaultIdleTimeout
+	}
+	return c, nil
+}
+
+// Reload swaps the allowed CIDRs, resolver, static hosts, default ports,
+// timeouts and decision outputs. Requests decided afterwards use the new
+// values; tunnels already open keep theirs. Registerer and Logger are fixed at New.
+func (p *Proxy) Reload(opts Options) error {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return err
+	}
+	p.cfg.Store(cfg)
+	p.log.Info("proxy reloaded", "cidrs", len(cfg.cidrs), "hosts", len(cfg.hosts), "resolver", opts.Resolver)
+	return nil
+}
+
+// Active returns the number of connections currently relaying to an upstream.
+func (p *Proxy) Active() int { return int(p.active.Load()) }
+
+// Registry returns the registry the proxy decides with.
+func (p *Proxy) Registry() *Registry { return p.reg }
+
+// ErrShutdown is returned by Serve methods once Shutdown has begun.
+var ErrShutdown = errors.New("proxy: shut down")
+
+// serve runs the accept loop shared by both modes.
+func (p *Proxy) serve(ln net.Listener, handle func(*clientConn)) error {
+	p.mu.Lock()
+	if p.shutdown {
+		p.mu.Unlock()
+		ln.Close()
+		return ErrShutdown
+	}
+	p.listeners[ln] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, ln)
+		p.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			p.mu.Lock()
+			down := p.shutdown
+			p.mu.Unlock()
+			if down {
+				return ErrShutdown
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				p.log.Warn("proxy accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		backoff = 0
+		cc, ok := p.track(c)
+		if !ok {
+			c.Close()
+			continue
+		}
+		go func() {
+			defer p.untrack(cc)
+			handle(cc)
+		}()
+	}
+}
+
+// clientConn wraps an accepted connection so Shutdown can close the ones
+// that sit idle between requests right away and the busy ones at the deadline.
+type clientConn struct {
+	net.Conn
+	idle atomic.Bool
+}
+
+func (p *Proxy) track(c net.Conn) (*clientConn, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shutdown {
+		return nil, false
+	}
+	cc := &clientConn{Conn: c}
+	p.conns[cc] = struct{}{}
+	p.wg.Add(1)
+	return cc, true
+}
+
+func (p *Proxy) untrack(cc *clientConn) {
+	cc.Close()
+	p.mu.Lock()
+	delete(p.conns, cc)
+	p.mu.Unlock()
+	p.wg.Done()
+}
+
+// setIdle marks cc as waiting for a request; false means the proxy is
+// shutting down and the connection should end now.
+func (p *Proxy) setIdle(cc *clientConn, idle bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cc.idle.Store(idle)
+	return !p.shutdown
+}
+
+// Shutdown stops accepting, closes idle connections, waits for open tunnels
+// until ctx ends and then cuts them. It returns ctx.Err() if it had to cut.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.shutdown = true
+	for ln := range p.listeners {
+		ln.Close()
+	}
+	for cc := range p.conns {
+		if cc.idle.Load() {
+			cc.Close()
+		}
+	}
+	p.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	conns := slices.Collect(maps.Keys(p.conns))
+	p.mu.Unlock()
+	for _, cc := range conns {
+		cc.Close()
+	}
+	<-done
+	return ctx.Err()
+}
+
+// record emits a decision to the log, the callback and the metrics.
+func (p *Proxy) record(cfg *config, d Decision) {
+	if d.Time.IsZero() {
+		d.Time = time.Now()
+	}
+	p.metrics.observe(d)
+	if err := cfg.dlog.write(d); err != nil {
+		p.log.Warn("proxy decision log", "err", err)
+	}
+	if cfg.onDecision != nil {
+		cfg.onDecision(d)
+	}
+	if !d.Allowed {
+		p.log.Debug("proxy denied", "client", d.ClientID, "host", d.Host, "port", d.Port, "reason", d.Reason)
+	}
+}

@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// forward relays one plain-HTTP request to the connected upstream and its
+// response back. The upstream connection serves this request only; the
+// client connection stays open unless either side asked to close it.
+// Redirects are never followed: a 3xx goes to the client like any answer.
+func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net.Conn) bool {
+	defer up.Close()
+	d.Allowed = true
+	clientClose := req.Close // ReadRequest folds in Connection: close and HTTP/1.0 rules
+	expect := strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
+
+	removeHopByHop(req.Header)
+	req.Header.Del("Expect")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		// Keep Go from inventing a User-Agent the client never sent.
+		req.Header["User-Agent"] = []string{""}
+	}
+	req.RequestURI = ""
+	req.Close = true
+
+	finish := func(reason string, keep bool) bool {
+		d.Reason = reason
+		d.Duration = time.Since(d.Time)
+		s.p.record(cfg, d)
+		return keep
+	}
+	fail := func(err error) bool {
+		return s.refuse(cfg, d, upstreamReason(err), err.Error())
+	}
+
+	if expect {
+		// We answer the expectation ourselves so the client sends its body
+		// now; the upstream sees a plain request.
+		n, err := io.WriteString(s.conn, "HTTP/1.1 100 Continue\r\n\r\n")
+		d.BytesIn += int64(n)
+		if err != nil {
+			return finish(ReasonUpstreamError, false)
+		}
+	}
+
+	upOut := &countWriter{w: up}
+	bw := bufio.NewWriter(upOut)
+	werr := req.Write(bw)
+	if werr == nil {
+		werr = bw.Flush()
+	}
+	d.BytesOut = upOut.n
+	if werr != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return fail(fmt.Errorf("send request upstream: %w", werr))
+	}
+
+	ubr := bufio.NewReader(&deadlineReader{c: up, idle: func() time.Duration { return cfg.idleTimeout }})
+	cout := &countWriter{w: s.conn}
+	cbw := bufio.NewWriter(cout)
+	resp, err := http.ReadResponse(ubr, req)
+	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+		// Informational answers (103 Early Hints) pass through as they are.
+		removeHopByHop(resp.Header)
+		fmt.Fprintf(cbw, "HTTP/1.1 %s\r\n", resp.Status)
+		resp.Header.Write(cbw)
+		cbw.WriteString("\r\n")
+		resp, err = http.ReadResponse(ubr, req)
+	}
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		err = fmt.Errorf("upstream switched protocols although no upgrade was requested")
+	}
+	if err != nil {
+		cbw.Flush()
+		d.BytesIn += cout.n
+		if cout.n > 0 {
+			return finish(upstreamReason(err), false)
+		}
+		return fail(fmt.Errorf("read upstream response: %w", err))
+	}
+	defer resp.Body.Close()
+
+	removeHopByHop(resp.Header)
+	resp.ProtoMajor, resp.ProtoMinor, resp.Proto = 1, 1, "HTTP/1.1"
+	if resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && bodyAllowed(resp.StatusCode) && req.Method != http.MethodHead {
+		// Close-delimited upstream body: re-frame it as chunked so the
+		// client connection can stay alive.
+		if !clientClose {
+			resp.TransferEncoding = []string{"chunked"}
+		}
+	}
+	resp.Close = clientClose
+	err = resp.Write(cbw)
+	if err == nil {
+		err = cbw.Flush()
+	}
+	d.BytesIn += cout.n
+	if err != nil {
+		return finish(upstreamReason(err), false)
+	}
+	return finish("", !clientClose)
+}
+
+func bodyAllowed(status int) bool {
+	return !(status >= 100 && status < 200 || status == http.StatusNoContent || status == http.StatusNotModified)
+}

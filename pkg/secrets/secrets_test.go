@@ -1,0 +1,119 @@
+package secrets
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func ring(t *testing.T, keys ...string) *Ring {
+	t.Helper()
+	var raw [][]byte
+	for _, k := range keys {
+		b, err := ParseKeys(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+	}
+	r, err := NewRing(raw...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestSealOpen(t *testing.T) {
+	k1, k2 := GenerateKey(), GenerateKey()
+	r := ring(t, k1)
+	aad := AAD("folder", "corp/eng", "TOKEN")
+	blob, err := r.Seal(aad, []byte("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(blob, []byte("s3cret")) {
+		t.Fatal("plaintext visible in blob")
+	}
+	if pt, err := r.Open(aad, blob); err != nil || string(pt) != "s3cret" {
+		t.Fatalf("open = %q, %v", pt, err)
+	}
+	again, _ := r.Seal(aad, []byte("s3cret"))
+	if bytes.Equal(again, blob) {
+		t.Fatal("two seals share a nonce")
+	}
+
+	t.Run("tamper", func(t *testing.T) {
+		for i := range blob {
+			bad := bytes.Clone(blob)
+			bad[i] ^= 0x01
+			if _, err := r.Open(aad, bad); err == nil {
+				t.Fatalf("flipping byte %d still opens", i)
+			}
+		}
+		if _, err := r.Open(aad, blob[:len(blob)-1]); !errors.Is(err, ErrOpen) {
+			t.Fatalf("truncated: %v", err)
+		}
+	})
+	t.Run("row swap", func(t *testing.T) {
+		for _, other := range [][]byte{
+			AAD("folder", "corp/eng", "OTHER"),
+			AAD("folder", "corp/sales", "TOKEN"),
+			AAD("user", "corp/eng", "TOKEN"),
+			AAD("folder", "corp/engT", "OKEN"), // same concatenation, different split
+		} {
+			if _, err := r.Open(other, blob); !errors.Is(err, ErrOpen) {
+				t.Fatalf("opened under another row's AAD: %v", err)
+			}
+		}
+	})
+	t.Run("wrong key", func(t *testing.T) {
+		if _, err := ring(t, k2).Open(aad, blob); !errors.Is(err, ErrOpen) {
+			t.Fatalf("wrong key: %v", err)
+		}
+	})
+	t.Run("rotation", func(t *testing.T) {
+		rot := ring(t, k2, k1)
+		if rot.Primary(blob) {
+			t.Fatal("old blob reported as primary")
+		}
+		if pt, err := rot.Open(aad, blob); err != nil || string(pt) != "s3cret" {
+			t.Fatalf("old key no longer opens: %v", err)
+		}
+		re, _ := rot.Seal(aad, []byte("s3cret"))
+		if !rot.Primary(re) {
+			t.Fatal("resealed blob not primary")
+		}
+		if _, err := r.Open(aad, re); !errors.Is(err, ErrOpen) {
+			t.Fatal("resealed blob opens with the retired key alone")
+		}
+	})
+}
+
+func TestLoad(t *testing.T) {
+	t.Setenv(EnvKey, "")
+	t.Setenv(EnvKeyFile, "")
+	if _, err := Load(""); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("no key: %v", err)
+	}
+	t.Setenv(EnvKey, "tooshort")
+	if _, err := Load(""); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("bad key: %v", err)
+	}
+	k := GenerateKey()
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte("# primary\n"+k+"\n"+GenerateKey()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvKey, "")
+	r, err := Load(p)
+	if err != nil || len(r.keys) != 2 {
+		t.Fatalf("file: %v", err)
+	}
+	hexKey := "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	t.Setenv(EnvKey, hexKey+","+k)
+	if r, err := Load(""); err != nil || len(r.keys) != 2 {
+		t.Fatalf("env: %v", err)
+	}
+}

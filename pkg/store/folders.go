@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Folder is one tenant row.
+type Folder struct {
+	Path           string   `json:"path"`
+	DisplayName    string   `json:"display_name,omitempty"`
+	AgentCommand   []string `json:"agent_command,omitempty"`
+	GuestMemoryMiB int      `json:"guest_memory_mib,omitempty"`
+	GuestCPUs      int      `json:"guest_cpus,omitempty"`
+	CreatedAt      int64    `json:"created_at,omitempty"`
+}
+
+// ErrNoParent and ErrHasChildren guard the tree shape.
+var (
+	ErrNoParent    = errors.New("parent folder does not exist")
+	ErrHasChildren = errors.New("folder has children")
+)
+
+// InsertFolder adds a folder and makes it a member of role:member, in one
+// transaction. parent ("" for top level) must already exist.
+func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error {
+	cmd, err := json.Marshal(f.AgentCommand)
+	if err != nil {
+		return err
+	}
+	if f.AgentCommand == nil {
+		cmd = []byte("[]")
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if parent != "" {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM folders WHERE path = ?`, parent).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("folder %q: parent %q: %w (add it first)", f.Path, parent, ErrNoParent)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		t := now()
+		_, err := tx.ExecContext(ctx, `INSERT INTO folders (path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, f.Path, f.DisplayName, string(cmd), f.GuestMemoryMiB, f.GuestCPUs, t)
+		if isUnique(err) {
+			return fmt.Errorf("folder %q: %w", f.Path, ErrExists)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO acl_membership (member, role, granted_by, created_at) VALUES (?, 'role:member', 'folder-add', ?)`,
+			"folder:"+f.Path, t)
+		return err
+	})
+}
+
+const folderCols = `path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at`
+
+func scanFolder(sc interface{ Scan(...any) error }) (Folder, error) {
+	var f Folder
+	var cmd string
+	if err := sc.Scan(&f.Path, &f.DisplayName, &cmd, &f.GuestMemoryMiB, &f.GuestCPUs, &f.CreatedAt); err != nil {
+		return f, err
+	}
+	if err := json.Unmarshal([]byte(cmd), &f.AgentCommand); err != nil {
+		return f, fmt.Errorf("folder %q: agent_command: %w", f.Path, err)
+	}
+	return f, nil
+}
+
+// GetFolder returns one folder.
+func (s *Store) GetFolder(ctx context.Context, path string) (Folder, error) {
+	f, err := scanFolder(s.db.QueryRowContext(ctx, `SELECT `+folderCols+` FROM folders WHERE path = ?`, path))
+	if errors.Is(err, sql.ErrNoRows) {
+		return f, fmt.Errorf("folder %q: %w", path, ErrNotFound)
+	}
+	return f, err
+}
+
+// ListFolders returns every folder ordered by path.
+func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+folderCols+` FROM folders ORDER BY path`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Folder
+	for rows.Next() {
+		f, err := scanFolder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// DeleteFolder removes a folder that has no children, with its membership
+// edges, network rules, sessions and observers.
+func (s *Store) DeleteFolder(ctx context.Context, path string) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
+		// byte order. A range, not LIKE, so no character in a name is special.
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM folders WHERE path >= ? AND path < ?`, path+"/", path+"0").Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("folder %q: %d below it: %w (remove them first)", path, n, ErrHasChildren)
+		}
+		if err := affected(tx.ExecContext(ctx, `DELETE FROM folders WHERE path = ?`, path)); err != nil {
+			return fmt.Errorf("folder %q: %w", path, err)
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM acl_membership WHERE member = ?`, "folder:"+path)
+		return err
+	})
+}

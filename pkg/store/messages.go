@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Message is one row of messages; inbound rows come only from PutMessage.
+type Message struct {
+	ID         int64  `json:"id"`
+	ChatJID    string `json:"chat_jid"`
+	Platform   string `json:"platform,omitempty"`
+	Room       string `json:"room,omitempty"`
+	Sender     string `json:"sender,omitempty"`
+	Text       string `json:"text"`
+	ReplyTo    string `json:"reply_to,omitempty"`
+	Verb       string `json:"verb,omitempty"`
+	PlatformID string `json:"platform_id,omitempty"`
+	Folder     string `json:"folder,omitempty"`
+	Topic      string `json:"topic,omitempty"`
+	How        string `json:"how,omitempty"`
+	Direction  string `json:"direction"`
+	Status     string `json:"status,omitempty"`
+	CreatedAt  int64  `json:"created_at"`
+}
+
+// Chat is one chat's agent cursor and engagement.
+type Chat struct {
+	JID           string `json:"jid"`
+	Platform      string `json:"platform,omitempty"`
+	AgentCursor   int64  `json:"agent_cursor"`
+	EngagedFolder string `json:"engaged_folder,omitempty"`
+	EngagedTopic  string `json:"engaged_topic,omitempty"`
+	EngagedAt     int64  `json:"engaged_at,omitempty"`
+}
+
+// PutMessage is the only writer of inbound rows. The chat row and the message
+// commit together, durably (synchronous=FULL), before it returns. A repeat of
+// a (chat, platform_id) pair returns the stored row and dup=true.
+func (s *Store) PutMessage(ctx context.Context, m Message) (Message, bool, error) {
+	m.Direction, m.Status = "in", ""
+	dup := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		t := now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, platform, created_at) VALUES (?, ?, ?) ON CONFLICT (jid) DO NOTHING`,
+			m.ChatJID, m.Platform, t); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO messages
+			(chat_jid, platform, room, sender, text, reply_to, verb, platform_id, folder, topic, how, direction, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'in', ?)
+			ON CONFLICT (chat_jid, platform_id) WHERE platform_id != '' DO NOTHING`,
+			m.ChatJID, m.Platform, m.Room, m.Sender, m.Text, m.ReplyTo, m.Verb, m.PlatformID, m.Folder, m.Topic, m.How, t)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			dup = true
+			prev, err := scanMessage(tx.QueryRowContext(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND platform_id = ?`, m.ChatJID, m.PlatformID))
+			m = prev
+			return err
+		}
+		m.CreatedAt = t
+		m.ID, err = res.LastInsertId()
+		return err
+	})
+	return m, dup, err
+}
+
+const msgCols = `id, chat_jid, platform, room, sender, text, reply_to, verb, platform_id, folder, topic, how, direction, status, created_at`
+
+func scanMessage(sc interface{ Scan(...any) error }) (Message, error) {
+	var m Message
+	err := sc.Scan(&m.ID, &m.ChatJID, &m.Platform, &m.Room, &m.Sender, &m.Text, &m.ReplyTo, &m.Verb, &m.PlatformID,
+		&m.Folder, &m.Topic, &m.How, &m.Direction, &m.Status, &m.CreatedAt)
+	return m, err
+}
+
+// ListMessages returns a chat's messages with id > after, oldest first.
+func (s *Store) ListMessages(ctx context.Context, chat string, after int64, limit int) ([]Message, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND id > ? ORDER BY id LIMIT ?`, chat, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// CountMessages returns the number of stored messages (all chats).
+func (s *Store) CountMessages(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages`).Scan(&n)
+	return n, err
+}
+
+// GetChat returns a chat; a chat never seen is ErrNotFound.
+func (s *Store) GetChat(ctx context.Context, jid string) (Chat, error) {
+	var c Chat
+	err := s.db.QueryRowContext(ctx, `SELECT jid, platform, agent_cursor, engaged_folder, engaged_topic, engaged_at FROM chats WHERE jid = ?`, jid).
+		Scan(&c.JID, &c.Platform, &c.AgentCursor, &c.EngagedFolder, &c.EngagedTopic, &c.EngagedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("chat %q: %w", jid, ErrNotFound)
+	}
+	return c, err
+}
+
+// SetEngagement records that folder answered the chat at atMillis.
+func (s *Store) SetEngagement(ctx context.Context, jid, folder, topic string, atMillis int64) error {
+	if err := affected(s.db.ExecContext(ctx, `UPDATE chats SET engaged_folder = ?, engaged_topic = ?, engaged_at = ? WHERE jid = ?`,
+		folder, topic, atMillis, jid)); err != nil {
+		return fmt.Errorf("chat %q: %w", jid, err)
+	}
+	return nil
+}
+
+// AdvanceCursor moves a chat's agent_cursor forward to id; it never moves back.
+func (s *Store) AdvanceCursor(ctx context.Context, jid string, id int64) error {
+	if err := affected(s.db.ExecContext(ctx, `UPDATE chats SET agent_cursor = MAX(agent_cursor, ?) WHERE jid = ?`, id, jid)); err != nil {
+		return fmt.Errorf("chat %q: %w", jid, err)
+	}
+	return nil
+}

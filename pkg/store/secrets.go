@@ -1,0 +1,126 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// SecretRow is a sealed secret; Value never leaves the daemon through an API.
+type SecretRow struct {
+	ScopeKind string
+	ScopeID   string
+	Name      string
+	Value     []byte
+	UpdatedAt int64
+}
+
+// SecretName is what read APIs may show.
+type SecretName struct {
+	ScopeKind string `json:"scope_kind"`
+	ScopeID   string `json:"scope_id"`
+	Name      string `json:"name"`
+	UpdatedAt int64  `json:"updated_at"`
+}
+
+// PutSecret inserts or replaces a sealed value.
+func (s *Store) PutSecret(ctx context.Context, r SecretRow) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO secrets (scope_kind, scope_id, name, value, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (scope_kind, scope_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+		r.ScopeKind, r.ScopeID, r.Name, r.Value, now())
+	return err
+}
+
+// DeleteSecret removes one secret.
+func (s *Store) DeleteSecret(ctx context.Context, kind, id, name string) error {
+	if err := affected(s.db.ExecContext(ctx, `DELETE FROM secrets WHERE scope_kind = ? AND scope_id = ? AND name = ?`, kind, id, name)); err != nil {
+		return fmt.Errorf("secret %s:%s %s: %w", kind, id, name, err)
+	}
+	return nil
+}
+
+// ListSecretNames lists names for one scope, or every scope when kind is "".
+func (s *Store) ListSecretNames(ctx context.Context, kind, id string) ([]SecretName, error) {
+	rows, err := s.secretRows(ctx, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SecretName, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, SecretName{r.ScopeKind, r.ScopeID, r.Name, r.UpdatedAt})
+	}
+	return out, nil
+}
+
+// SecretRows returns sealed rows for one scope (kind, id), or all when kind is "".
+func (s *Store) SecretRows(ctx context.Context, kind, id string) ([]SecretRow, error) {
+	return s.secretRows(ctx, kind, id)
+}
+
+func (s *Store) secretRows(ctx context.Context, kind, id string) ([]SecretRow, error) {
+	q := `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets`
+	var args []any
+	if kind != "" {
+		q += ` WHERE scope_kind = ? AND scope_id = ?`
+		args = []any{kind, id}
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY scope_kind, scope_id, name`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SecretRow
+	for rows.Next() {
+		var r SecretRow
+		if err := rows.Scan(&r.ScopeKind, &r.ScopeID, &r.Name, &r.Value, &r.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ResealSecrets rewrites every row through fn in one transaction; fn returns
+// the new value, or nil to leave the row alone. Either every row is resealed
+// or none is.
+func (s *Store) ResealSecrets(ctx context.Context, fn func(SecretRow) ([]byte, error)) (int, error) {
+	n := 0
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets`)
+		if err != nil {
+			return err
+		}
+		var all []SecretRow
+		for rows.Next() {
+			var r SecretRow
+			if err := rows.Scan(&r.ScopeKind, &r.ScopeID, &r.Name, &r.Value, &r.UpdatedAt); err != nil {
+				rows.Close()
+				return err
+			}
+			all = append(all, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range all {
+			v, err := fn(r)
+			if err != nil {
+				return fmt.Errorf("secret %s:%s %s: %w", r.ScopeKind, r.ScopeID, r.Name, err)
+			}
+			if v == nil {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE secrets SET value = ? WHERE scope_kind = ? AND scope_id = ? AND name = ?`,
+				v, r.ScopeKind, r.ScopeID, r.Name); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}

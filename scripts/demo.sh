@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# make demo: one jailed command that makes an allowed and a blocked request.
+# deb.debian.org is allowed (the same archive apt just used); example.com is not.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kernel=$(guestfs/kernel/build.sh 2>/dev/null | tail -1)
+export CRACKBOX_KERNEL=$kernel CRACKBOX_GUEST_INIT=$PWD/bin/guest-init
+echo "+ crackbox run --allow deb.debian.org -- sh -c 'curl https://deb.debian.org/debian/; curl https://example.com/'"
+bin/crackbox run --allow deb.debian.org -- sh -c '
+  echo "allowed: https://deb.debian.org/debian/ -> HTTP $(curl -s -o /dev/null -w "%{http_code}" https://deb.debian.org/debian/)"
+  echo "blocked: https://example.com/ ->"
+  curl -sS https://example.com/ 2>&1 | sed "s/^/    /"
+  exit 0'
