@@ -64,21 +64,34 @@ func findPort(name string) (string, error) {
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no virtio-serial port named %q (ports: %v)", name, names)
+			devs, _ := filepath.Glob("/sys/bus/virtio/devices/*/device")
+			var ids []string
+			for _, d := range devs {
+				b, _ := os.ReadFile(d)
+				ids = append(ids, strings.TrimSpace(string(b)))
+			}
+			return "", fmt.Errorf("no virtio-serial port named %q (ports %v, virtio device ids %v)", name, names, ids)
 		}
 		time.Sleep(portRetry)
 	}
 }
 
 // port is a virtio-serial port as a stream. A read returns 0 while the host end is not
-// connected yet, which is not end of stream here; and every write is completed, since
-// callers (yamux) treat a short write as a failure.
-type port struct{ f *os.File }
+// connected yet, which is not end of stream until the host has sent something; and every
+// write is completed, since callers (yamux) treat a short write as a failure.
+type port struct {
+	f         *os.File
+	connected bool
+}
 
 func (p *port) Read(b []byte) (int, error) {
 	for {
 		n, err := p.f.Read(b)
-		if n > 0 || (err != nil && !errors.Is(err, io.EOF)) {
+		if n > 0 {
+			p.connected = true
+			return n, err
+		}
+		if err != nil && (!errors.Is(err, io.EOF) || p.connected) {
 			return n, err
 		}
 		time.Sleep(portRetry)

@@ -27,6 +27,10 @@ var baseDirs = []struct {
 }
 
 func baseMounts() error {
+	// The initramfs root is a tmpfs whose root directory defaults to 1777.
+	if err := os.Chmod("/", 0o755); err != nil {
+		return err
+	}
 	for _, m := range baseDirs {
 		if err := os.MkdirAll(m.target, 0o755); err != nil {
 			return err
@@ -120,24 +124,29 @@ func buildRoot(r control.Root) error {
 		return fmt.Errorf("root mode %q, want hostview or rootfs", r.Mode)
 	}
 	rootSeen := false
-	errs := make(chan error, len(r.Lower))
 	for i, m := range r.Lower {
 		if err := checkTarget("root lower", m.Target); err != nil {
 			return err
 		}
+		if m.Target != "/" {
+			continue
+		}
+		if r.Mode != "rootfs" || rootSeen {
+			return fmt.Errorf("lower %q targets /: only one may, and only in rootfs mode", m.Tag)
+		}
+		rootSeen = true
+		// The new root must exist before the lowers mounted inside it.
+		if err := overlayLower(i, m, prefix); err != nil {
+			return err
+		}
+	}
+	errs := make(chan error, len(r.Lower))
+	for i, m := range r.Lower {
 		if m.Target == "/" {
-			if r.Mode != "rootfs" || rootSeen {
-				return fmt.Errorf("lower %q targets / : only one, and only in rootfs mode", m.Tag)
-			}
-			rootSeen = true
-			// The new root must exist before the lowers mounted inside it.
-			if err := overlayLower(i, m, prefix); err != nil {
-				return err
-			}
 			errs <- nil
 			continue
 		}
-		// Shares are independent; the virtio round trips overlap.
+		// Shares are independent; their virtio round trips overlap.
 		go func() { errs <- overlayLower(i, m, prefix+m.Target) }()
 	}
 	if r.Mode == "rootfs" && !rootSeen {
@@ -159,7 +168,7 @@ func buildRoot(r control.Root) error {
 	if err := unix.Unmount(staging, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("detach staging: %w", err)
 	}
-	return nil
+	return os.Remove(staging)
 }
 
 // switchRoot moves the base mounts into newRoot and makes it "/".

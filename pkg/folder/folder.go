@@ -114,6 +114,9 @@ func Path(dataDir, name string) (string, error) {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
 		return "", fmt.Errorf("folder %q: %w", name, ErrEscape)
 	}
+	if fi, err := os.Lstat(root); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", fmt.Errorf("folder %q: folders root %s is a symlink: %w", name, root, ErrEscape)
+	}
 	cur := root
 	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
 		cur = filepath.Join(cur, seg)

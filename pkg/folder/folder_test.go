@@ -96,3 +96,16 @@ func TestPathEscapes(t *testing.T) {
 		t.Errorf("file component error = %v, want ErrEscape", err)
 	}
 }
+
+func TestRootSymlinkRefused(t *testing.T) {
+	data := t.TempDir()
+	if err := os.Symlink(t.TempDir(), filepath.Join(data, "folders")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Path(data, "a"); !errors.Is(err, ErrEscape) {
+		t.Fatalf("Path: %v", err)
+	}
+	if _, err := Ensure(data, "a"); !errors.Is(err, ErrEscape) {
+		t.Fatalf("Ensure: %v", err)
+	}
+}

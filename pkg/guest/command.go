@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"github.com/crackbox/crackbox/pkg/control"
@@ -28,6 +27,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 type process struct {
 	pid    int
 	ptmx   *os.File // tty mode: the pty master carries stdin and stdout
+	pty    ptyControl
 	stdin  *os.File // pipe mode: write end of the command's stdin
 	stdout *os.File // pipe mode: read end of the command's stdout
 	stderr *os.File // pipe mode: read end of the command's stderr
@@ -55,12 +55,15 @@ func lookPath(argv0 string, env []string) (string, error) {
 			dir = "."
 		}
 		p := filepath.Join(dir, argv0)
-		err := checkExec(p)
-		if err == nil {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue // missing, or a PATH directory we may not search: a shell skips both
+		}
+		if !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
 			return p, nil
 		}
-		if errors.Is(err, ErrNotExecutable) && notExec == nil {
-			notExec = err
+		if notExec == nil {
+			notExec = fmt.Errorf("%w: %s", ErrNotExecutable, p)
 		}
 	}
 	if notExec != nil {
@@ -72,10 +75,10 @@ func lookPath(argv0 string, env []string) (string, error) {
 func checkExec(p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return fmt.Errorf("%w: %s", ErrNotFound, p)
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("%w: %s: %v", ErrNotExecutable, p, err)
 		}
-		return fmt.Errorf("%w: %s: %v", ErrNotExecutable, p, err)
+		return fmt.Errorf("%w: %s", ErrNotFound, p)
 	}
 	if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%w: %s", ErrNotExecutable, p)
@@ -125,14 +128,15 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 	p := &process{}
 	var child []*os.File // the command's ends, closed in the parent after start
 	if rs.TTY {
-		ptmx, tty, err := pty.Open()
+		ptmx, tty, err := openPTY()
 		if err != nil {
-			return nil, fmt.Errorf("guest: open pty: %w", err)
-		}
-		if rs.Rows > 0 && rs.Cols > 0 {
-			_ = pty.Setsize(ptmx, &pty.Winsize{Rows: rs.Rows, Cols: rs.Cols})
+			return nil, fmt.Errorf("guest: %w", err)
 		}
 		p.ptmx = ptmx
+		p.pty.f = ptmx
+		if rs.Rows > 0 && rs.Cols > 0 {
+			_ = p.pty.setSize(rs.Rows, rs.Cols)
+		}
 		child = []*os.File{tty, tty, tty}
 		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
 	} else {
@@ -180,7 +184,8 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 	}
 	closeAll(uniq(child))
 	if err != nil {
-		closeAll([]*os.File{p.ptmx, p.stdin, p.stdout, p.stderr})
+		p.closeOutputs()
+		closeAll([]*os.File{p.stdin})
 		return nil, startErr(path, err)
 	}
 	p.pid = pid
@@ -192,12 +197,8 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 func (p *process) signal(sig int) error {
 	pgid := p.pid
 	if p.ptmx != nil {
-		if rc, err := p.ptmx.SyscallConn(); err == nil {
-			_ = rc.Control(func(fd uintptr) {
-				if g, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == nil && g > 0 {
-					pgid = g
-				}
-			})
+		if g, err := p.pty.foreground(); err == nil && g > 0 {
+			pgid = g
 		}
 	}
 	if err := unix.Kill(-pgid, syscall.Signal(sig)); err != nil {
@@ -210,7 +211,13 @@ func (p *process) resize(rows, cols uint16) error {
 	if p.ptmx == nil {
 		return nil
 	}
-	return pty.Setsize(p.ptmx, &pty.Winsize{Rows: rows, Cols: cols})
+	return p.pty.setSize(rows, cols)
+}
+
+// closeOutputs closes the host-facing output ends once they were drained.
+func (p *process) closeOutputs() {
+	p.pty.close()
+	closeAll([]*os.File{p.stdout, p.stderr})
 }
 
 // exitOf turns a wait status into the wire form; a signal death also carries 128+sig

@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -188,13 +187,13 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 				s.cfg.Log.Debug("copy output", "err", err)
 			}
 		}
-		closeAll([]*os.File{p.ptmx, p.stdout, p.stderr})
+		p.closeOutputs()
 		return s.finish(ctx, exit)
 	case <-poweroff:
 	case <-ctx.Done():
 	}
 	_ = p.signal(9)
-	closeAll([]*os.File{p.ptmx, p.stdout, p.stderr})
+	p.closeOutputs()
 	if ctx.Err() != nil {
 		return control.Exit{}, ctx.Err()
 	}
@@ -232,6 +231,9 @@ func (s *session) finish(ctx context.Context, exit control.Exit) (control.Exit, 
 		s.cfg.BeforeExit()
 	}
 	if err := s.ctl.Send(control.Message{Type: control.MsgExit, Exit: &exit}); err != nil {
+		if s.sess.IsClosed() {
+			return exit, nil // the host read the frame and hung up before yamux reported the write
+		}
 		return exit, err
 	}
 	t := time.NewTimer(s.cfg.ExitLinger)

@@ -57,9 +57,9 @@ func TestCPUHasVirt(t *testing.T) {
 		text string
 		want bool
 	}{
-		"vmx": {"processor\t: 0\nflags\t\t: fpu vme vmx sse\n", true},
-		"svm": {"flags\t\t: fpu svm\n", true},
-		"none": {"flags\t\t: fpu vme sse hypervisor\n", false},
+		"vmx":                  {"processor\t: 0\nflags\t\t: fpu vme vmx sse\n", true},
+		"svm":                  {"flags\t\t: fpu svm\n", true},
+		"none":                 {"flags\t\t: fpu vme sse hypervisor\n", false},
 		"vmx in another field": {"model name\t: vmx\nflags\t\t: fpu\n", false},
 	} {
 		p := filepath.Join(dir, name)

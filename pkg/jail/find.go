@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -18,11 +19,18 @@ const (
 )
 
 // CacheDir is where kernels and initramfs images are cached: $CRACKBOX_CACHE, else
-// $XDG_CACHE_HOME/crackbox, else ~/.cache/crackbox. It deliberately ignores $SUDO_USER:
-// a root run never loads a kernel from a directory an unprivileged user can write.
+// $XDG_CACHE_HOME/crackbox, else ~/.cache/crackbox. Under sudo it uses root's own home,
+// never the caller's (sudo may keep HOME and XDG_CACHE_HOME): a root run never loads a
+// kernel from a directory an unprivileged user can write.
 func CacheDir() string {
 	if d := os.Getenv("CRACKBOX_CACHE"); d != "" {
 		return d
+	}
+	if os.Geteuid() == 0 && os.Getenv("SUDO_UID") != "" {
+		if u, err := user.LookupId("0"); err == nil && u.HomeDir != "" {
+			return filepath.Join(u.HomeDir, ".cache", "crackbox")
+		}
+		return "/root/.cache/crackbox"
 	}
 	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
 		return filepath.Join(d, "crackbox")

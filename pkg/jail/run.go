@@ -112,6 +112,8 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	defer conn.Close()
 	if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second); err == nil {
 		v.qmp = m
+		st, err := m.status(2 * time.Second)
+		log.Debug("qmp connected", "status", st, "err", err)
 	} else {
 		log.Warn("qmp unavailable, will kill qemu to stop it", "err", err)
 	}

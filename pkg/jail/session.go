@@ -36,7 +36,9 @@ type sessionHooks struct {
 
 // runSession speaks the control protocol on rw (already connected to guest-init), sends
 // rs, streams stdio, and returns how the command ended. It returns only after stdout and
-// stderr were fully copied. Cancelling ctx sends poweroff and returns ctx.Err().
+// stderr were fully copied. Cancelling ctx sends poweroff and returns ctx.Err(); so does
+// a guest that sends its exit frame but holds an output stream open until ctx ends (the
+// Exit is returned too, the output may be cut short).
 func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, stdio Stdio, h sessionHooks) (control.Exit, error) {
 	if h.Log == nil {
 		h.Log = slog.New(slog.DiscardHandler)
@@ -46,20 +48,31 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		return control.Exit{}, err
 	}
 	defer sess.Close()
+	// Until the streams are open a cancel must still unblock us.
+	stopEarly := context.AfterFunc(ctx, func() { sess.Close() })
+	lost := func(err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %v", ErrSessionLost, err)
+	}
 
 	ctlStream, err := control.Open(sess, control.KindCtl)
 	if err != nil {
-		return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+		return control.Exit{}, lost(err)
 	}
 	ctl := control.NewConn(ctlStream)
 	if err := ctl.Send(control.Message{Type: control.MsgRun, Run: &rs}); err != nil {
-		return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+		return control.Exit{}, lost(err)
 	}
 	var streams [3]net.Conn
 	for i, kind := range []string{control.KindStdin, control.KindStdout, control.KindStderr} {
 		if streams[i], err = control.Open(sess, kind); err != nil {
-			return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+			return control.Exit{}, lost(err)
 		}
+	}
+	if !stopEarly() {
+		return control.Exit{}, ctx.Err()
 	}
 	go acceptGuestStreams(sess, h)
 
@@ -70,6 +83,20 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		_ = control.CloseWrite(streams[0])
 	}()
 	var copies sync.WaitGroup
+	// waitCopies waits for the output copies; a guest that sends its exit frame but keeps
+	// an output stream open is cut off when ctx ends.
+	waitCopies := func() error {
+		done := make(chan struct{})
+		go func() { copies.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			sess.Close()
+			<-done
+			return ctx.Err()
+		}
+	}
 	for i, w := range []io.Writer{stdio.Stdout, stdio.Stderr} {
 		if w == nil {
 			w = io.Discard
@@ -113,7 +140,7 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		case err := <-recvErr:
 			sess.Close()
 			copies.Wait()
-			return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+			return control.Exit{}, lost(err)
 		case m := <-msgs:
 			switch m.Type {
 			case control.MsgStarted:
@@ -130,8 +157,7 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 				}
 				// The guest closed stdout and stderr before the exit frame, so these
 				// copies end once the bytes already in flight are written.
-				copies.Wait()
-				return *m.Exit, nil
+				return *m.Exit, waitCopies()
 			}
 		}
 	}

@@ -387,18 +387,63 @@ func TestSessionHelperProcess(t *testing.T) {
 }
 
 func TestSessionBackgroundProcessDoesNotHoldOutput(t *testing.T) {
-	var pid int
-	var out bytes.Buffer
-	start := time.Now()
-	r := runBoth(t, nil, spec("sh", "-c", "sleep 20 & echo done"), Stdio{Stdout: &out},
-		sessionHooks{Started: func(p int) { pid = p }}, guest.Config{})
-	if pid > 0 {
-		syscall.Kill(-pid, syscall.SIGKILL) // the orphaned sleep shares the command's group
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			var pid int
+			out := newLineWaiter()
+			// The subshell ignores the hangup a pty sends when its session leader exits,
+			// so it really keeps the output open.
+			rs := spec("sh", "-c", `(trap "" HUP; sleep 20) & echo done`)
+			rs.TTY = tty
+			start := time.Now()
+			r := runBoth(t, nil, rs, Stdio{Stdout: out},
+				sessionHooks{Started: func(p int) { pid = p }}, guest.Config{})
+			if pid > 0 {
+				syscall.Kill(-pid, syscall.SIGKILL) // the orphan shares the command's group
+			}
+			if r.err != nil || r.exit.Code != 0 || strings.TrimSpace(out.String()) != "done" {
+				t.Fatalf("exit = %+v, err = %v, out %q", r.exit, r.err, out.String())
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("session took %v: it waited for the background process to close the output", d)
+			}
+		})
 	}
-	if r.err != nil || r.exit.Code != 0 || out.String() != "done\n" {
-		t.Fatalf("exit = %+v, err = %v, out %q", r.exit, r.err, out.String())
+}
+
+// A hostile guest that reports an exit but never closes stdout cannot hold the host.
+func TestSessionExitWithOpenOutputEndsAtDeadline(t *testing.T) {
+	hostEnd, guestEnd := socketPair(t)
+	defer hostEnd.Close()
+	defer guestEnd.Close()
+	go func() {
+		sess, err := control.Server(guestEnd)
+		if err != nil {
+			return
+		}
+		defer sess.Close()
+		var ctl *control.Conn
+		for i := 0; i < 4; i++ {
+			kind, c, err := control.Accept(sess)
+			if err != nil {
+				return
+			}
+			if kind == control.KindCtl {
+				ctl = control.NewConn(c)
+				ctl.Recv()
+			}
+		}
+		ctl.Send(control.Message{Type: control.MsgExit, Exit: &control.Exit{Code: 0}})
+		time.Sleep(time.Minute)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := runSession(ctx, hostEnd, spec("true"), Stdio{}, sessionHooks{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the deadline", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("session took %v: it waited for the background process to close stdout", d)
+		t.Fatalf("runSession took %v", d)
 	}
 }

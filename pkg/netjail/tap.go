@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // createTap makes a persistent single-queue tap owned by uid/gid (so QEMU can
@@ -82,4 +83,26 @@ func deleteLink(name string) error {
 		return fmt.Errorf("netjail: delete link %s: %w", name, err)
 	}
 	return nil
+}
+
+// openTap attaches to an existing tap and returns its queue for QEMU to
+// inherit (-netdev tap,fd=N), so QEMU needs neither privilege nor ownership
+// of the device. The flags must match the device: single queue, no packet
+// info, virtio-net header.
+func openTap(name string) (*os.File, error) {
+	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("netjail: open /dev/net/tun: %w", err)
+	}
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netjail: tap %s: %w", name, err)
+	}
+	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("netjail: attach to tap %s: %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/net/tun@"+name), nil
 }

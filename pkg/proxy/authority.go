@@ -72,6 +72,9 @@ func parseAuthority(s string, defaultPort int) (string, int, error) {
 				return bad("port is not a number")
 			}
 		}
+		if len(portText) > 1 && portText[0] == '0' {
+			return bad("port has leading zeros")
+		}
 		p, err := strconv.Atoi(portText)
 		if err != nil || p < 1 || p > 65535 {
 			return bad("port out of range 1..65535")

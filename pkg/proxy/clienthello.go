@@ -52,8 +52,8 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)
-		if _, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw, "", fmt.Errorf("read TLS record: %w", err)
+		if got, err := io.ReadFull(r, raw[start:]); err != nil {
+			return raw[:start+got], "", fmt.Errorf("read TLS record: %w", err)
 		}
 		msg = append(msg, raw[start:]...)
 		if len(msg) < 4 {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,12 +59,10 @@ func statusFor(reason string) int {
 	return http.StatusForbidden
 }
 
-// writeRefusal writes a complete refusal response that closes the connection.
-func writeRefusal(w io.Writer, host string, port int, reason, detail string) (int64, error) {
+// refusal returns a complete refusal response that closes the connection.
+func refusal(host string, port int, reason, detail string) string {
 	body := denyText(host, port, reason, detail)
 	status := statusFor(reason)
-	s := fmt.Sprintf("HTTP/1.1 %d %s\r\n%s: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+	return fmt.Sprintf("HTTP/1.1 %d %s\r\n%s: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), ErrorHeader, reason, len(body), body)
-	n, err := io.WriteString(w, s)
-	return int64(n), err
 }

@@ -16,7 +16,7 @@ import (
 // ServeForward serves forward-proxy clients (absolute-form HTTP requests and
 // CONNECT) accepted from ln. Each request is decided for the registry client
 // at the connection's source address, looked up again per request. It
-// returns ErrShutdown after Shutdown, nil when ln is closed by someone else.
+// returns nil after Shutdown or when ln is closed.
 func (p *Proxy) ServeForward(ln net.Listener) error {
 	return p.serve(ln, func(cc *clientConn) {
 		p.newHTTPSession(cc, nil, 0).serve()
@@ -45,6 +45,7 @@ type httpSession struct {
 	p      *Proxy
 	conn   *clientConn
 	br     *bufio.Reader
+	dr     *deadlineReader
 	fixed  *Client
 	src    netip.Addr
 	srcStr string
@@ -59,7 +60,8 @@ func (p *Proxy) newHTTPSession(cc *clientConn, fixed *Client, tport int) *httpSe
 	if fixed != nil && fixed.IP.IsValid() {
 		s.src = fixed.IP
 	}
-	s.br = bufio.NewReaderSize(&deadlineReader{c: cc, idle: p.idleTimeout}, 16<<10)
+	s.dr = &deadlineReader{c: cc, idle: p.idleTimeout}
+	s.br = bufio.NewReaderSize(s.dr, 16<<10)
 	return s
 }
 
@@ -104,10 +106,12 @@ func (s *httpSession) decision(req *http.Request) Decision {
 func (s *httpSession) refuse(cfg *config, d Decision, reason, detail string) bool {
 	d.Reason = reason
 	d.Allowed = allowedByPolicy(reason) && reason != ""
-	n, _ := writeRefusal(s.conn, d.Host, d.Port, reason, detail)
-	d.BytesIn = n
+	msg := refusal(d.Host, d.Port, reason, detail)
+	d.BytesIn += int64(len(msg))
 	d.Duration = time.Since(d.Time)
+	// Record first so observers see decisions in the order clients see answers.
 	s.p.record(cfg, d)
+	io.WriteString(s.conn, msg)
 	return false
 }
 
@@ -138,6 +142,8 @@ var errNoHost = errors.New("request has no Host header")
 // handle decides and serves one request; false ends the connection.
 func (s *httpSession) handle(req *http.Request) bool {
 	cfg := s.p.cfg.Load()
+	// A previous response may have left a write deadline behind.
+	s.conn.SetWriteDeadline(time.Time{})
 	d := s.decision(req)
 	client, known := s.p.clientFor(s.fixed, s.src)
 	if known {
@@ -198,7 +204,7 @@ func (s *httpSession) tunnel(cfg *config, d Decision, up net.Conn) bool {
 			return false
 		}
 	}
-	s.conn.SetReadDeadline(time.Time{})
+	s.conn.SetDeadline(time.Time{})
 	out, in, _ := s.p.relay(s.conn, up, cfg.idleTimeout)
 	d.BytesOut += out
 	d.BytesIn += in

@@ -170,6 +170,9 @@ func (rc *rawConn) do(t *testing.T, method, raw string) (*http.Response, string)
 	if err != nil {
 		t.Fatalf("read response: %v", err)
 	}
+	if method == "CONNECT" && resp.StatusCode == 200 {
+		return resp, "" // what follows is the tunnel, not a body
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("read body: %v", err)

@@ -38,24 +38,38 @@ func removeHopByHop(h http.Header) {
 }
 
 // deadlineReader refreshes the read deadline before every read, so a slow
-// but moving transfer lives while a silent peer times out after idle.
+// but moving transfer lives while a silent peer times out after idle. A
+// non-zero until caps the deadline, bounding how long a peer may dribble
+// out something we must see whole (a ClientHello) before deciding.
 type deadlineReader struct {
-	c    net.Conn
-	idle func() time.Duration
+	c     net.Conn
+	idle  func() time.Duration
+	until time.Time
 }
 
 func (r *deadlineReader) Read(b []byte) (int, error) {
-	r.c.SetReadDeadline(time.Now().Add(r.idle()))
+	d := time.Now().Add(r.idle())
+	if !r.until.IsZero() && r.until.Before(d) {
+		d = r.until
+	}
+	r.c.SetReadDeadline(d)
 	return r.c.Read(b)
 }
 
-// countWriter counts bytes written through it.
+// countWriter counts bytes written through it and, when c is set, gives
+// every write idle time to complete so a peer that stops reading cannot pin
+// the connection forever.
 type countWriter struct {
-	w io.Writer
-	n int64
+	w    io.Writer
+	n    int64
+	c    net.Conn
+	idle time.Duration
 }
 
 func (c *countWriter) Write(b []byte) (int, error) {
+	if c.c != nil {
+		c.c.SetWriteDeadline(time.Now().Add(c.idle))
+	}
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err

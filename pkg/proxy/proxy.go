@@ -167,7 +167,8 @@ func (p *Proxy) Active() int { return int(p.active.Load()) }
 // Registry returns the registry the proxy decides with.
 func (p *Proxy) Registry() *Registry { return p.reg }
 
-// ErrShutdown is returned by Serve methods once Shutdown has begun.
+// ErrShutdown is returned by Serve methods called after Shutdown began; a
+// Serve that is running when Shutdown starts returns nil.
 var ErrShutdown = errors.New("proxy: shut down")
 
 // serve runs the accept loop shared by both modes.
@@ -193,7 +194,7 @@ func (p *Proxy) serve(ln net.Listener, handle func(*clientConn)) error {
 			down := p.shutdown
 			p.mu.Unlock()
 			if down {
-				return ErrShutdown
+				return nil
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) {

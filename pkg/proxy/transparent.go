@@ -18,6 +18,10 @@ func (p *Proxy) ServeTransparent(ln net.Listener) error {
 	return p.serve(ln, p.handleTransparent)
 }
 
+// helloTimeout bounds the wait for a whole ClientHello; real clients send
+// it at once, so only a stalling peer ever needs more.
+const helloTimeout = 30 * time.Second
+
 func (p *Proxy) handleTransparent(cc *clientConn) {
 	dst, err := originalDst(cc)
 	if err != nil {
@@ -63,7 +67,9 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 		d.Duration = time.Since(d.Time)
 		p.record(cfg, d)
 	}
+	s.dr.until = time.Now().Add(min(helloTimeout, cfg.idleTimeout))
 	raw, sni, err := readClientHello(s.br)
+	s.dr.until = time.Time{}
 	if err != nil {
 		if errors.Is(err, ErrNoServerName) {
 			deny(ReasonNoServerName)
@@ -104,7 +110,7 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 		deny(upstreamReason(err))
 		return
 	}
-	s.conn.SetReadDeadline(time.Time{})
+	s.conn.SetDeadline(time.Time{})
 	out, in, _ := p.relay(s.conn, up, cfg.idleTimeout)
 	d.BytesOut += out
 	d.BytesIn += in

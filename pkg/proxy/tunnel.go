@@ -99,9 +99,8 @@ func copyHalf(dst, src net.Conn, idle time.Duration, act *activity) (int64, erro
 			}
 			return total, errIdle
 		}
-		if errors.Is(err, net.ErrClosed) {
-			return total, nil
-		}
+		// Includes net.ErrClosed: Shutdown or the other direction cut the
+		// tunnel, and relay must close both ends so nothing lingers.
 		return total, err
 	}
 }

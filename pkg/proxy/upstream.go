@@ -49,7 +49,7 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		}
 	}
 
-	upOut := &countWriter{w: up}
+	upOut := &countWriter{w: up, c: up, idle: cfg.idleTimeout}
 	bw := bufio.NewWriter(upOut)
 	werr := req.Write(bw)
 	if werr == nil {
@@ -64,7 +64,7 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 	}
 
 	ubr := bufio.NewReader(&deadlineReader{c: up, idle: func() time.Duration { return cfg.idleTimeout }})
-	cout := &countWriter{w: s.conn}
+	cout := &countWriter{w: s.conn, c: s.conn, idle: cfg.idleTimeout}
 	cbw := bufio.NewWriter(cout)
 	resp, err := http.ReadResponse(ubr, req)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -89,12 +89,17 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 	defer resp.Body.Close()
 
 	removeHopByHop(resp.Header)
+	// Only the proxy speaks for itself in this header.
+	resp.Header.Del(ErrorHeader)
 	resp.ProtoMajor, resp.ProtoMinor, resp.Proto = 1, 1, "HTTP/1.1"
 	if resp.ContentLength < 0 && len(resp.TransferEncoding) == 0 && bodyAllowed(resp.StatusCode) && req.Method != http.MethodHead {
 		// Close-delimited upstream body: re-frame it as chunked so the
-		// client connection can stay alive.
-		if !clientClose {
+		// client connection can stay alive; HTTP/1.0 clients cannot read
+		// chunks, so they get the body up to the close instead.
+		if req.ProtoAtLeast(1, 1) {
 			resp.TransferEncoding = []string{"chunked"}
+		} else {
+			clientClose = true
 		}
 	}
 	resp.Close = clientClose

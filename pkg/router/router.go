@@ -63,9 +63,12 @@ type Result struct {
 	Folder  string `json:"folder,omitempty"`
 	Topic   string `json:"topic,omitempty"`
 	Observe bool   `json:"observe,omitempty"` // store only, no turn
-	How     How    `json:"how"`
-	RouteID int64  `json:"route_id,omitempty"`
-	Reason  string `json:"reason"`
+	// PerSender is set when the folder came from a {sender} target, so the
+	// caller may create that per-user folder on first contact.
+	PerSender bool   `json:"per_sender,omitempty"`
+	How       How    `json:"how"`
+	RouteID   int64  `json:"route_id,omitempty"`
+	Reason    string `json:"reason"`
 }
 
 // Routed reports whether the message reaches a folder.
@@ -122,7 +125,7 @@ func (t *Table) Resolve(msg Msg, eng *Engagement, now time.Time, ttl time.Durati
 			if err != nil {
 				return Result{How: Unrouted, RouteID: r.ID, Reason: fmt.Sprintf("route %d target: %v", r.ID, err)}
 			}
-			return Result{Folder: f, Observe: true, How: ByRoute, RouteID: r.ID, Reason: fmt.Sprintf("route %d (seq %d) observes into %s", r.ID, r.Seq, f)}
+			return Result{Folder: f, Observe: true, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID, Reason: fmt.Sprintf("route %d (seq %d) observes into %s", r.ID, r.Seq, f)}
 		}
 		if live {
 			return Result{Folder: eng.Folder, Topic: eng.Topic, How: Engaged, RouteID: r.ID,
@@ -132,7 +135,7 @@ func (t *Table) Resolve(msg Msg, eng *Engagement, now time.Time, ttl time.Durati
 		if err != nil {
 			return Result{How: Unrouted, RouteID: r.ID, Reason: fmt.Sprintf("route %d target: %v", r.ID, err)}
 		}
-		return Result{Folder: f, Topic: r.target.Topic, How: ByRoute, RouteID: r.ID,
+		return Result{Folder: f, Topic: r.target.Topic, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID,
 			Reason: fmt.Sprintf("route %d (seq %d) match %q", r.ID, r.Seq, r.Match)}
 	}
 	if eng != nil && eng.Folder != "" {

@@ -59,6 +59,9 @@ func TestResolve(t *testing.T) {
 		if r.Folder != c.folder || r.Topic != c.topic || r.Observe != c.observe || r.How != c.how || r.RouteID != c.route {
 			t.Errorf("%s: got %+v, want folder=%q topic=%q observe=%v how=%s route=%d", c.name, r, c.folder, c.topic, c.observe, c.how, c.route)
 		}
+		if r.PerSender != (c.route == 2 || c.route == 7) {
+			t.Errorf("%s: PerSender = %v", c.name, r.PerSender)
+		}
 		if r.Reason == "" {
 			t.Errorf("%s: empty reason", c.name)
 		}

@@ -84,3 +84,5 @@ func (t Target) Expand(sender string) (string, error) {
 	}
 	return f, nil
 }
+
+func (t Target) perSender() bool { return strings.Contains(t.Folder, SenderVar) }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -233,5 +232,3 @@ func TestRoutesAndGrants(t *testing.T) {
 		t.Fatalf("rule on missing folder: %v", err)
 	}
 }
-
-var _ = sql.ErrNoRows

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/crackbox/crackbox/pkg/control"
+)
+
+// ErrSessionLost is returned by runSession when the control session ended without an
+// exit frame: the guest crashed, powered off early, or QEMU died.
+var ErrSessionLost = errors.New("jail: guest ended the session without an exit status")
+
+// Stdio is the command's standard streams on the host. Nil fields mean empty input and
+// discarded output.
+type Stdio struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+type sessionHooks struct {
+	Signals   <-chan int       // signal numbers to forward to the command
+	Resize    <-chan [2]uint16 // rows, cols for the pty
+	ProxyConn func(net.Conn)   // a guest connection to the in-guest proxy listener; nil = refuse
+	MCPConn   func(net.Conn)   // a connection to the in-guest MCP socket; nil = refuse
+	Started   func(pid int)
+	Log       *slog.Logger
+}
+
+// runSession speaks the control protocol on rw (already connected to guest-init), sends
+// rs, streams stdio, and returns how the command ended. It returns only after stdout and
+// stderr were fully copied. Cancelling ctx sends poweroff and returns ctx.Err().
+func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, stdio Stdio, h sessionHooks) (control.Exit, error) {
+	if h.Log == nil {
+		h.Log = slog.New(slog.DiscardHandler)
+	}
+	sess, err := control.Client(rw)
+	if err != nil {
+		return control.Exit{}, err
+	}
+	defer sess.Close()
+
+	ctlStream, err := control.Open(sess, control.KindCtl)
+	if err != nil {
+		return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+	}
+	ctl := control.NewConn(ctlStream)
+	if err := ctl.Send(control.Message{Type: control.MsgRun, Run: &rs}); err != nil {
+		return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+	}
+	var streams [3]net.Conn
+	for i, kind := range []string{control.KindStdin, control.KindStdout, control.KindStderr} {
+		if streams[i], err = control.Open(sess, kind); err != nil {
+			return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+		}
+	}
+	go acceptGuestStreams(sess, h)
+
+	go func() {
+		if stdio.Stdin != nil {
+			_, _ = io.Copy(streams[0], stdio.Stdin)
+		}
+		_ = control.CloseWrite(streams[0])
+	}()
+	var copies sync.WaitGroup
+	for i, w := range []io.Writer{stdio.Stdout, stdio.Stderr} {
+		if w == nil {
+			w = io.Discard
+		}
+		src := streams[i+1]
+		copies.Go(func() {
+			if _, err := io.Copy(w, src); err != nil {
+				h.Log.Debug("session output copy", "err", err)
+			}
+		})
+	}
+
+	done := make(chan struct{})
+	defer close(done)
+	go forwardControls(ctl, h, done)
+
+	msgs := make(chan control.Message)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := ctl.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	for {
+		select {
+		case <-ctx.Done():
+			_ = ctl.Send(control.Message{Type: control.MsgPoweroff})
+			sess.Close()
+			copies.Wait()
+			return control.Exit{}, ctx.Err()
+		case err := <-recvErr:
+			sess.Close()
+			copies.Wait()
+			return control.Exit{}, fmt.Errorf("%w: %v", ErrSessionLost, err)
+		case m := <-msgs:
+			switch m.Type {
+			case control.MsgStarted:
+				if h.Started != nil {
+					h.Started(m.Pid)
+				}
+			case control.MsgLog:
+				h.Log.Debug("guest", "text", m.Text)
+			case control.MsgExit:
+				if m.Exit == nil {
+					sess.Close()
+					copies.Wait()
+					return control.Exit{}, fmt.Errorf("%w: exit frame without a status", ErrSessionLost)
+				}
+				// The guest closed stdout and stderr before the exit frame, so these
+				// copies end once the bytes already in flight are written.
+				copies.Wait()
+				return *m.Exit, nil
+			}
+		}
+	}
+}
+
+// forwardControls sends signals and resizes from the hooks until the session ends.
+func forwardControls(ctl *control.Conn, h sessionHooks, done <-chan struct{}) {
+	sigs, resize := h.Signals, h.Resize
+	for {
+		select {
+		case <-done:
+			return
+		case sig, ok := <-sigs:
+			if !ok {
+				sigs = nil
+				continue
+			}
+			_ = ctl.Send(control.Message{Type: control.MsgSignal, Signal: sig})
+		case rc, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			_ = ctl.Send(control.Message{Type: control.MsgResize, Rows: rc[0], Cols: rc[1]})
+		}
+	}
+}
+
+// acceptGuestStreams hands guest-opened proxy and mcp streams to their hooks. Anything
+// else the guest opens is closed: the guest cannot widen what it may reach.
+func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
+	for {
+		kind, c, err := control.Accept(sess)
+		if err != nil {
+			if errors.Is(err, control.ErrBadHeader) {
+				continue
+			}
+			return
+		}
+		var fn func(net.Conn)
+		switch kind {
+		case control.KindProxy:
+			fn = h.ProxyConn
+		case control.KindMCP:
+			fn = h.MCPConn
+		}
+		if fn == nil {
+			h.Log.Debug("guest stream refused", "kind", kind)
+			c.Close()
+			continue
+		}
+		go fn(c)
+	}
+}

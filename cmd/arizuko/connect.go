@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/pkg/api"
+	"github.com/crackbox/crackbox/pkg/secrets"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// The daemon holds lockFile exclusively and advertises its URL in daemonFile.
+const (
+	lockFile   = "arizuko.lock"
+	daemonFile = "daemon.json"
+)
+
+type daemonInfo struct {
+	URL string `json:"url"`
+	PID int    `json:"pid"`
+}
+
+// lockData takes the data dir's exclusive lock without waiting; the returned
+// file holds it until closed. errLocked means a daemon (or another CLI) has it.
+func lockData(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errLocked
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+var errLocked = errors.New("data dir is locked by a running arizuko")
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token: %w (pass --token or $ARIZUKO_TOKEN)", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// connect returns the service the command should use, with the principal in
+// ctx, and a func releasing it. One code path per operation: both sides
+// implement service.Service.
+func connect(ctx context.Context) (service.Service, context.Context, func(), error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	server := firstNonEmpty(flagServer, os.Getenv("ARIZUKO_SERVER"))
+	token := firstNonEmpty(flagToken, os.Getenv("ARIZUKO_TOKEN"))
+	if server != "" {
+		if token == "" {
+			if token, err = readToken(cfg.Server.TokenFile); err != nil {
+				return nil, ctx, nil, err
+			}
+		}
+		return api.NewClient(server, token), ctx, func() {}, nil
+	}
+	if _, err := os.Stat(cfg.DataDir); err != nil {
+		return nil, ctx, nil, fmt.Errorf("data dir %s: %w (run `arizuko init` or pass --data/--server)", cfg.DataDir, err)
+	}
+	lock, err := lockData(cfg.DataDir)
+	if errors.Is(err, errLocked) {
+		// A daemon owns the data dir: go through its API.
+		var info daemonInfo
+		b, rerr := os.ReadFile(filepath.Join(cfg.DataDir, daemonFile))
+		if rerr != nil || json.Unmarshal(b, &info) != nil || info.URL == "" {
+			return nil, ctx, nil, fmt.Errorf("%s: %w and advertises no URL; pass --server", cfg.DataDir, err)
+		}
+		if token == "" {
+			if token, err = readToken(cfg.Server.TokenFile); err != nil {
+				return nil, ctx, nil, err
+			}
+		}
+		slog.Debug("using running daemon", "url", info.URL)
+		return api.NewClient(info.URL, token), ctx, func() {}, nil
+	}
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	ring, kerr := secrets.Load(cfg.Secrets.KeyFile)
+	if kerr != nil && !errors.Is(kerr, secrets.ErrNoKey) {
+		lock.Close()
+		return nil, ctx, nil, kerr
+	}
+	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration})
+	if err != nil {
+		lock.Close()
+		return nil, ctx, nil, err
+	}
+	// Whoever can open the data dir owns it; act as its admin principal.
+	ctx = service.WithPrincipal(ctx, service.AdminPrincipal)
+	return l, ctx, func() { l.Close(); lock.Close() }, nil
+}
+
+// withService runs fn against the connected service.
+func withService(ctx context.Context, fn func(ctx context.Context, s service.Service) error) error {
+	s, ctx, release, err := connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(ctx, s)
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+func init() {
+	var deny, option bool
+	var params string
+	add := &cobra.Command{
+		Use:   "add PRINCIPAL ACTION SCOPE",
+		Short: "Grant ACTION on SCOPE to PRINCIPAL (folder:<path>, role:<name>, user:<id>)",
+		Long: `Grant ACTION on SCOPE to PRINCIPAL. ACTION is exact, "ns:*" or "*"; SCOPE
+globs whole segments: "*" one, "**" zero or more ("corp/eng/**" covers corp/eng
+and below). A deny row always wins. You may only grant a subset of what you
+hold with grant option.`,
+		Args: cobra.ExactArgs(3),
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+			g := acl.Grant{Principal: args[0], Action: args[1], Scope: args[2], Effect: acl.Allow, Params: params, GrantOption: option}
+			if deny {
+				g.Effect = acl.Deny
+			}
+			out, err := s.AddGrant(ctx, g)
+			if err != nil || flagJSON {
+				return jsonOr(out, err)
+			}
+			fmt.Println(out.ID)
+			return nil
+		}),
+	}
+	add.Flags().BoolVar(&deny, "deny", false, "add a deny row")
+	add.Flags().BoolVar(&option, "grant-option", false, "let the principal grant subsets of this row")
+	add.Flags().StringVar(&params, "params", "", "opaque parameters (JSON) the row carries")
+
+	var principal string
+	ls := &cobra.Command{
+		Use: "ls", Short: "List grant rows", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListGrants(ctx, principal)
+			if err != nil || flagJSON {
+				return jsonOr(out, err)
+			}
+			table("ID\tPRINCIPAL\tEFFECT\tACTION\tSCOPE\tOPTION\tBY\tPARAMS", func(w *tabwriter.Writer) {
+				for _, g := range out {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", g.ID, g.Principal, g.Effect, g.Action, g.Scope, g.GrantOption, g.GrantedBy, g.Params)
+				}
+			})
+			return nil
+		}),
+	}
+	ls.Flags().StringVar(&principal, "principal", "", "only this principal's rows")
+	rm := &cobra.Command{
+		Use: "rm ID", Short: "Remove a grant row", Args: cobra.ExactArgs(1),
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return s.RemoveGrant(ctx, id)
+		}),
+	}
+	member := &cobra.Command{
+		Use: "member MEMBER ROLE", Short: "Make MEMBER hold every row of ROLE", Args: cobra.ExactArgs(2),
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+			return s.AddMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
+		}),
+	}
+	unmember := &cobra.Command{
+		Use: "unmember MEMBER ROLE", Short: "Remove a membership edge", Args: cobra.ExactArgs(2),
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+			return s.RemoveMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
+		}),
+	}
+	members := &cobra.Command{
+		Use: "members", Short: "List membership edges", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListMembers(ctx)
+			if err != nil || flagJSON {
+				return jsonOr(out, err)
+			}
+			table("MEMBER\tROLE", func(w *tabwriter.Writer) {
+				for _, e := range out {
+					fmt.Fprintf(w, "%s\t%s\n", e.Member, e.Role)
+				}
+			})
+			return nil
+		}),
+	}
+	group("grant", "Manage grants and role membership", add, ls, rm, member, unmember, members)
+
+	var limit int
+	audit := &cobra.Command{
+		Use: "audit", Short: "Show recent denied decisions", Args: cobra.NoArgs,
+		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListAudit(ctx, limit)
+			if err != nil || flagJSON {
+				return jsonOr(out, err)
+			}
+			table("TIME\tDECISION\tPRINCIPAL\tACTION\tSCOPE\tREASON", func(w *tabwriter.Writer) {
+				for _, a := range out {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Decision, a.Principal, a.Action, a.Scope, a.Reason)
+				}
+			})
+			return nil
+		}),
+	}
+	audit.Flags().IntVar(&limit, "limit", 50, "entries to show")
+	root.AddCommand(audit)
+}

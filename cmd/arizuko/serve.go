@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/api"
+	"github.com/crackbox/crackbox/pkg/secrets"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+var flagListen string
+
+var serveCmd = &cobra.Command{
+	Use:   "serve",
+	Short: "Run the arizuko daemon (HTTP API)",
+	Long: `Run the daemon on the data dir. It refuses to start without a secrets key
+($ARIZUKO_SECRETS_KEY, secrets.key_file, or <data>/secrets.key).`,
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig()
+		if err != nil {
+			return err
+		}
+		if err := setupLog(firstNonEmpty(flagLogLevel, cfg.Log.Level, "info")); err != nil {
+			return err
+		}
+		listen := firstNonEmpty(flagListen, cfg.Server.Listen)
+		return serve(cmd.Context(), cfg, listen)
+	},
+}
+
+func init() {
+	serveCmd.Flags().StringVar(&flagListen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
+	root.AddCommand(serveCmd)
+}
+
+func serve(ctx context.Context, cfg *Config, listen string) error {
+	ring, err := secrets.Load(cfg.Secrets.KeyFile)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	token, err := readToken(cfg.Server.TokenFile)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w (run `arizuko init`)", err)
+	}
+	if len(token) < 16 {
+		return fmt.Errorf("refusing to start: token in %s is shorter than 16 characters", cfg.Server.TokenFile)
+	}
+	if _, err := os.Stat(cfg.DataDir); err != nil {
+		return fmt.Errorf("data dir: %w (run `arizuko init`)", err)
+	}
+	lock, err := lockData(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.DataDir, err)
+	}
+	defer lock.Close()
+
+	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", listen, err)
+	}
+	url := "http://" + ln.Addr().String()
+	info, _ := json.Marshal(daemonInfo{URL: url, PID: os.Getpid()})
+	infoPath := filepath.Join(cfg.DataDir, daemonFile)
+	if err := os.WriteFile(infoPath, info, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	defer os.Remove(infoPath)
+
+	srv := &http.Server{
+		Handler:           api.NewServer(l, map[string]string{token: service.AdminPrincipal}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("arizuko serving", "url", url, "data", cfg.DataDir, "config", cfg.file)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	slog.Info("arizuko shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

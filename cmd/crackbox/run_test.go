@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// crackboxBin builds bin/crackbox once per test process.
+func crackboxBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crackbox-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "crackbox")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = errors.New(string(out))
+		}
+	})
+	if binErr != nil {
+		t.Fatalf("go build: %v", binErr)
+	}
+	return binPath
+}
+
+// cliCmd prepares `crackbox run` with the test kernel and guest-init and a clean env.
+func cliCmd(t *testing.T, ctx context.Context, dir string, args ...string) *exec.Cmd {
+	e := jailtest.Require(t)
+	cmd := exec.CommandContext(ctx, crackboxBin(t), append([]string{"run"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"CRACKBOX_KERNEL=" + e.Kernel, "CRACKBOX_GUEST_INIT=" + e.GuestInit, "CRACKBOX_ACCEL=auto"}
+	return cmd
+}
+
+func slot(t *testing.T) {
+	release, err := jailtest.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestCLIRun(t *testing.T) {
+	wd := t.TempDir()
+	slot(t)
+	cmd := cliCmd(t, context.Background(), wd, "-e", "FOO=bar", "-e", "HOSTV", "--",
+		"sh", "-c", `echo "$FOO $HOSTV ${SECRET:-no-secret}"; pwd; echo made > f.txt; echo oops >&2; exit 3`)
+	cmd.Env = append(cmd.Env, "HOSTV=from-host", "SECRET=should-not-leak")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if code := exitCode(err); code != 3 {
+		t.Fatalf("exit %d (%v), want 3; stderr %q", code, err, errb.String())
+	}
+	if want := "bar from-host no-secret\n" + wd + "\n"; out.String() != want {
+		t.Fatalf("stdout %q, want %q", out.String(), want)
+	}
+	if !strings.Contains(errb.String(), "oops") {
+		t.Errorf("stderr %q lacks the command's stderr", errb.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(wd, "f.txt")); string(b) != "made\n" {
+		t.Errorf("workdir file = %q", b)
+	}
+}
+
+func TestCLIRefusesBadShares(t *testing.T) {
+	wd := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-v", "/:/host", "--", "true"}, "refusing to share /"},
+		{[]string{"-v", wd + ":data", "--", "true"}, `guest path "data"`},
+		{[]string{"-e", "=x", "--", "true"}, "empty variable name"},
+		{[]string{"--memory", "lots", "--", "true"}, "lots"},
+	} {
+		cmd := cliCmd(t, context.Background(), wd, c.args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		if code := exitCode(err); code != 125 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: exit %d stderr %q; want 125 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// outputWatcher collects output and lets a test wait for a substring.
+type outputWatcher struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *outputWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *outputWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func (w *outputWatcher) wait(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(w.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %s; output %q", s, d, w.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCLIPTYResize(t *testing.T) {
+	wd := t.TempDir()
+	slot(t)
+	cmd := cliCmd(t, context.Background(), wd, "-t", "-i", "--",
+		"sh", "-c", `echo "size $(stty size)"; read x; echo "size $(stty size) got $x"`)
+	ptm, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 20, Cols: 70})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm.Close()
+	out := &outputWatcher{}
+	go io.Copy(out, ptm)
+	out.wait(t, "size 20 70", 2*time.Minute)
+	// Setsize on the pty makes the host kernel send SIGWINCH to crackbox.
+	if err := pty.Setsize(ptm, &pty.Winsize{Rows: 40, Cols: 132}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	ptm.Write([]byte("hello\r"))
+	out.wait(t, "size 40 132 got hello", time.Minute)
+	if code := exitCode(cmd.Wait()); code != 0 {
+		t.Fatalf("exit %d; output %q", code, out.String())
+	}
+}
+
+func TestCLICtrlC(t *testing.T) {
+	wd := t.TempDir()
+	slot(t)
+	cmd := cliCmd(t, context.Background(), wd, "--",
+		"sh", "-c", `trap 'echo got-int' INT; echo ready; while :; do sleep 0.2; done`)
+	out, errb := &outputWatcher{}, &outputWatcher{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, "ready", 2*time.Minute)
+	cmd.Process.Signal(syscall.SIGINT)
+	out.wait(t, "got-int", time.Minute)
+	// A second Ctrl-C within 2 s stops the guest even though the command ignores it.
+	cmd.Process.Signal(syscall.SIGINT)
+	start := time.Now()
+	code := exitCode(cmd.Wait())
+	if code != 130 || !strings.Contains(errb.String(), "second Ctrl-C") {
+		t.Fatalf("exit %d stderr %q; want 130 and a note", code, errb.String())
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("stopping took %s", el)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/pkg/control"
+)
+
+// builder turns a RunSpec into the guest the command runs in.
+type builder struct {
+	log    *slog.Logger
+	loDone <-chan error
+}
+
+// prepare builds the root, network, home and masks. The network is configured while
+// the root is built; both mostly wait on emulated devices.
+func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
+	b.log.Info("run received", "uptime", uptime(), "mode", rs.Root.Mode, "net", rs.Net.Mode)
+	netDone := make(chan error, 1)
+	go func() { netDone <- configureNet(rs.Net) }()
+	rootErr := b.buildFS(rs)
+	netErr := <-netDone
+	if err := <-b.loDone; err != nil {
+		b.log.Warn("loopback", "err", err)
+	}
+	if rootErr != nil {
+		return rootErr
+	}
+	if netErr != nil {
+		return netErr
+	}
+	if rs.Net.Mode == "tap" {
+		if err := writeResolvConf(rs.Net.DNS); err != nil {
+			return err
+		}
+	}
+	if rs.Hostname != "" {
+		if err := unix.Sethostname([]byte(rs.Hostname)); err != nil {
+			return fmt.Errorf("hostname %q: %w", rs.Hostname, err)
+		}
+	}
+	b.log.Info("guest ready", "uptime", uptime())
+	return nil
+}
+
+func (b *builder) buildFS(rs *control.RunSpec) error {
+	if err := buildRoot(rs.Root); err != nil {
+		return err
+	}
+	if err := makeSymlinks(rs.Root.Symlinks); err != nil {
+		return err
+	}
+	if err := makeHome(rs); err != nil {
+		return err
+	}
+	if err := mountShares(rs.Mounts); err != nil {
+		return err
+	}
+	return applyMasks(rs.Root.Mask)
+}

@@ -1,0 +1,54 @@
+package jail
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestResolveEnv(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "env")
+	os.WriteFile(file, []byte("# comment\n\nFROM_FILE=1\nSHARED=file\nHOSTVAR\n"), 0o600)
+	host := map[string]string{"HOSTVAR": "from-host", "TOKEN": "t0k"}
+	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
+
+	got, err := ResolveEnv([]string{"A=1", "SHARED=flag", "TOKEN", "UNSET_ON_HOST", "EMPTY="}, []string{file}, lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"FROM_FILE=1", "SHARED=file", "HOSTVAR=from-host", "A=1", "SHARED=flag", "TOKEN=t0k", "EMPTY="}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ResolveEnv = %q, want %q", got, want)
+	}
+
+	for _, bad := range [][]string{{"=x"}, {"A B=1"}} {
+		if _, err := ResolveEnv(bad, nil, lookup); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("ResolveEnv(%q) err = %v, want an error naming it", bad, err)
+		}
+	}
+	if _, err := ResolveEnv(nil, []string{filepath.Join(dir, "missing")}, lookup); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("missing env file: err = %v", err)
+	}
+}
+
+func TestGuestEnv(t *testing.T) {
+	got, err := guestEnv([]string{"FOO=bar", "PATH=/custom", "HOME=/elsewhere"}, "/home/u", "xterm-256color", "C.UTF-8", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"PATH=/custom", "HOME=/elsewhere", "TERM=xterm-256color", "LANG=C.UTF-8", "FOO=bar"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("guestEnv = %q, want %q", got, want)
+	}
+	got, _ = guestEnv(nil, "/root", "", "", true)
+	want = []string{"PATH=" + DefaultPath, "HOME=/root", "TERM=xterm"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("guestEnv with tty = %q, want %q", got, want)
+	}
+	if _, err := guestEnv([]string{"NOVALUE"}, "/", "", "", false); err == nil {
+		t.Fatal("entry without = accepted")
+	}
+}

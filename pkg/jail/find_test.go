@@ -1,0 +1,60 @@
+package jail
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestFindKernel(t *testing.T) {
+	t.Setenv("CRACKBOX_KERNEL", "")
+	cache := t.TempDir()
+	old := filepath.Join(cache, "kernel-aaa", "vmlinux")
+	newer := filepath.Join(cache, "kernel-bbb", "vmlinux")
+	for i, p := range []string{old, newer} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("elf"), 0o644)
+		ts := time.Now().Add(time.Duration(i-2) * time.Hour)
+		os.Chtimes(p, ts, ts)
+	}
+	if got, err := FindKernel("", cache); err != nil || got != newer {
+		t.Fatalf("FindKernel = %q, %v; want the newest %q", got, err, newer)
+	}
+	if got, err := FindKernel(old, cache); err != nil || got != old {
+		t.Fatalf("explicit kernel: %q, %v", got, err)
+	}
+	t.Setenv("CRACKBOX_KERNEL", old)
+	if got, _ := FindKernel("", cache); got != old {
+		t.Fatalf("CRACKBOX_KERNEL ignored: %q", got)
+	}
+	t.Setenv("CRACKBOX_KERNEL", "")
+	if _, err := FindKernel(filepath.Join(cache, "missing"), cache); !errors.Is(err, ErrNoKernel) {
+		t.Fatalf("missing explicit kernel: %v", err)
+	}
+	if _, err := os.Stat(SystemKernel); err != nil {
+		if _, err := FindKernel("", t.TempDir()); !errors.Is(err, ErrNoKernel) {
+			t.Fatalf("no kernel anywhere: %v", err)
+		}
+	}
+}
+
+func TestCacheDir(t *testing.T) {
+	t.Setenv("CRACKBOX_CACHE", "/x/cache")
+	if got := CacheDir(); got != "/x/cache" {
+		t.Fatalf("CRACKBOX_CACHE: %q", got)
+	}
+	t.Setenv("CRACKBOX_CACHE", "")
+	t.Setenv("XDG_CACHE_HOME", "/home/alice/.cache")
+	t.Setenv("SUDO_UID", "")
+	if got := CacheDir(); got != "/home/alice/.cache/crackbox" {
+		t.Fatalf("XDG_CACHE_HOME: %q", got)
+	}
+	if os.Geteuid() == 0 {
+		t.Setenv("SUDO_UID", "1000")
+		if got := CacheDir(); filepath.Dir(filepath.Dir(filepath.Dir(got))) == "/home/alice" || got == "/home/alice/.cache/crackbox" {
+			t.Fatalf("under sudo the caller's cache was used: %q", got)
+		}
+	}
+}

@@ -1,0 +1,345 @@
+package jail_test
+
+// These tests boot real guests through jailtest (at most two at a time machine-wide).
+// Each guest checks as much as stays readable in one place.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+)
+
+func TestExitStatus(t *testing.T) {
+	jailtest.Require(t)
+	cases := []struct {
+		name    string
+		argv    []string
+		exit    int
+		signal  int
+		execErr bool
+	}{
+		{"zero", []string{"true"}, 0, 0, false},
+		{"one", []string{"false"}, 1, 0, false},
+		{"forty-two", []string{"sh", "-c", "exit 42"}, 42, 0, false},
+		{"not executable", []string{"/etc/hostname"}, jail.ExitNotExecutable, 0, true},
+		{"not found", []string{"no-such-command-here"}, jail.ExitNotFound, 0, true},
+		{"killed by SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, 15, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := jailtest.Run(t, jailtest.Spec(t, c.argv...))
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Exit != c.exit || res.Signal != c.signal || (res.ExecError != "") != c.execErr {
+				t.Fatalf("exit %d signal %d execErr %q; want exit %d signal %d execErr %v",
+					res.Exit, res.Signal, res.ExecError, c.exit, c.signal, c.execErr)
+			}
+		})
+	}
+}
+
+func TestStdioStreams(t *testing.T) {
+	jailtest.Require(t)
+	t.Run("1MiB stdin round trip", func(t *testing.T) {
+		t.Parallel()
+		in := make([]byte, 1<<20)
+		rand.Read(in)
+		s := jailtest.Spec(t, "cat")
+		var out bytes.Buffer
+		s.Stdin, s.Stdout = bytes.NewReader(in), &out
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v", res.Exit, err)
+		}
+		if !bytes.Equal(out.Bytes(), in) {
+			t.Fatalf("stdout differs from stdin: got %d bytes, want %d", out.Len(), len(in))
+		}
+	})
+	t.Run("stdout and stderr apart", func(t *testing.T) {
+		t.Parallel()
+		s := jailtest.Spec(t, "sh", "-c", "echo out1; echo err1 >&2; echo out2; echo err2 >&2")
+		var out, errb bytes.Buffer
+		s.Stdout, s.Stderr = &out, &errb
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v", res.Exit, err)
+		}
+		if out.String() != "out1\nout2\n" || errb.String() != "err1\nerr2\n" {
+			t.Fatalf("stdout %q stderr %q", out.String(), errb.String())
+		}
+	})
+}
+
+// lineWriter hands each complete output line to a channel.
+type lineWriter struct {
+	buf   bytes.Buffer
+	all   bytes.Buffer
+	lines chan string
+}
+
+func newLineWriter() *lineWriter { return &lineWriter{lines: make(chan string, 64)} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.all.Write(p)
+	w.buf.Write(p)
+	for {
+		i := bytes.IndexByte(w.buf.Bytes(), '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimRight(string(w.buf.Next(i+1)), "\r\n")
+		select {
+		case w.lines <- line:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+// waitLine runs on a helper goroutine, so it reports with Errorf, not Fatalf.
+func waitLine(t *testing.T, w *lineWriter, want string, d time.Duration) bool {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case l := <-w.lines:
+			if strings.Contains(l, want) {
+				return true
+			}
+		case <-timeout:
+			t.Errorf("no line %q within %s", want, d)
+			return false
+		}
+	}
+}
+
+func TestTTYAndResize(t *testing.T) {
+	s := jailtest.Spec(t, "sh", "-c", `test -t 0 && test -t 1 && echo is-a-tty; echo size $(stty size); read x; echo size $(stty size)`)
+	s.TTY, s.Rows, s.Cols = true, 24, 80
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	resize := make(chan [2]uint16, 1)
+	out := newLineWriter()
+	s.Stdin, s.Stdout, s.Resize = pr, out, resize
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if !waitLine(t, out, "size 24 80", 2*time.Minute) {
+			pw.Close()
+			return
+		}
+		resize <- [2]uint16{33, 111}
+		time.Sleep(time.Second)
+		pw.Write([]byte("\n"))
+	}()
+	res, err := jailtest.Run(t, s)
+	<-done
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("exit %d err %v; output %q", res.Exit, err, out.all.String())
+	}
+	got := out.all.String()
+	for _, want := range []string{"is-a-tty", "size 24 80", "size 33 111"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q: %q", want, got)
+		}
+	}
+}
+
+func TestSignalForwarding(t *testing.T) {
+	s := jailtest.Spec(t, "sh", "-c", `trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.2; done`)
+	sigs := make(chan int, 1)
+	out := newLineWriter()
+	s.Stdout, s.Signals = out, sigs
+	go func() {
+		waitLine(t, out, "ready", 2*time.Minute)
+		sigs <- int(syscall.SIGINT)
+	}()
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 7 || !strings.Contains(out.all.String(), "got-int") {
+		t.Fatalf("exit %d err %v output %q; want the trap to run and exit 7", res.Exit, err, out.all.String())
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	s := jailtest.Spec(t, "sleep", "600")
+	s.Timeout = 8 * time.Second
+	start := time.Now()
+	res, err := jailtest.Run(t, s)
+	if !errors.Is(err, jail.ErrTimeout) || res.Exit != jail.ExitFailed {
+		t.Fatalf("exit %d err %v; want ErrTimeout and 125", res.Exit, err)
+	}
+	if el := time.Since(start); el > s.Timeout+20*time.Second {
+		t.Fatalf("took %s to stop a guest with a %s timeout", el, s.Timeout)
+	}
+}
+
+func TestWorkdirOwnerAndReadOnly(t *testing.T) {
+	jailtest.Require(t)
+	const uid = 4321
+	t.Run("writes land owned by the user", func(t *testing.T) {
+		t.Parallel()
+		wd := t.TempDir()
+		if err := os.Chown(wd, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(wd, 0o700)
+		s := jailtest.Spec(t, "sh", "-c", `id -u; pwd; echo hello > out.txt && mkdir sub && touch sub/x && echo wrote`)
+		s.Workdir = wd
+		s.User = &jail.User{UID: uid, GID: uid, Home: "/home/tester"}
+		var out, errb bytes.Buffer
+		s.Stdout, s.Stderr = &out, &errb
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+		}
+		if want := "4321\n" + wd + "\nwrote\n"; out.String() != want {
+			t.Fatalf("stdout %q, want %q", out.String(), want)
+		}
+		for _, name := range []string{"out.txt", "sub", "sub/x"} {
+			st, err := os.Stat(filepath.Join(wd, name))
+			if err != nil {
+				t.Fatalf("%s not on the host: %v", name, err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			if sys.Uid != uid || sys.Gid != uid {
+				t.Errorf("%s owned by %d:%d, want %d:%d", name, sys.Uid, sys.Gid, uid, uid)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(wd, "out.txt")); string(b) != "hello\n" {
+			t.Errorf("out.txt = %q", b)
+		}
+	})
+	t.Run("read-only workdir holds even for guest root", func(t *testing.T) {
+		t.Parallel()
+		wd, vol := t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(wd, "keep.txt"), []byte("original\n"), 0o644)
+		s := jailtest.Spec(t, "sh", "-c", `cat keep.txt
+mount -o remount,rw "$PWD" 2>/dev/null
+if echo changed > keep.txt 2>/dev/null; then echo wrote-ro; else echo ro-refused; fi
+if touch new.txt 2>/dev/null; then echo created-ro; else echo ro-create-refused; fi
+echo data > /data/v.txt && echo vol-written`)
+		s.Workdir, s.WorkdirRO, s.Root = wd, true, true
+		s.Volumes = []jail.Volume{{Host: vol, Guest: "/data"}}
+		var out bytes.Buffer
+		s.Stdout = &out
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
+		}
+		if want := "original\nro-refused\nro-create-refused\nvol-written\n"; out.String() != want {
+			t.Fatalf("stdout %q, want %q", out.String(), want)
+		}
+		if b, _ := os.ReadFile(filepath.Join(wd, "keep.txt")); string(b) != "original\n" {
+			t.Errorf("read-only file changed on the host: %q", b)
+		}
+		if _, err := os.Stat(filepath.Join(wd, "new.txt")); err == nil {
+			t.Error("new.txt appeared in the read-only workdir")
+		}
+		if b, _ := os.ReadFile(filepath.Join(vol, "v.txt")); string(b) != "data\n" {
+			t.Errorf("volume write not on the host: %q", b)
+		}
+	})
+}
+
+// TestHostSecretsInvisible runs one guest as root that reports every secret it can see.
+func TestHostSecretsInvisible(t *testing.T) {
+	t.Setenv("CRACKBOX_TEST_CANARY", "canary-value-7f3a")
+	masked := []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/machine-id", "/etc/ssl/private"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
+	masked = append(masked, keys...)
+	var script strings.Builder
+	for _, p := range masked {
+		// stat reports the host file's size even where QEMU (nobody) could not read it,
+		// so only a real mask shows size 0 (a file) or a tmpfs (a directory).
+		script.WriteString(`if [ -d ` + p + ` ]; then echo "` + p + ` fs=$(stat -f -c %T ` + p + `) entries=$(ls -A ` + p + ` | wc -l)"; else echo "` + p + ` size=$(stat -c %s ` + p + `) bytes=$(cat ` + p + ` 2>/dev/null | wc -c)"; fi` + "\n")
+	}
+	script.WriteString(`echo "root-entries=$(ls -A /root 2>/dev/null | wc -l)"
+echo "home-entries=$(ls -A /home 2>/dev/null | wc -l)"
+env
+`)
+	s := jailtest.Spec(t, "sh", "-c", script.String())
+	s.Root = true
+	s.Env = []string{"PASSED_ON_PURPOSE=yes"}
+	var out bytes.Buffer
+	s.Stdout = &out
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
+	}
+	got := map[string]string{}
+	var env []string
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(k, "/") {
+			got[k] = v
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasSuffix(k, "-entries") {
+			got[k] = v
+			continue
+		}
+		env = append(env, line)
+	}
+	for _, p := range masked {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		v := got[p]
+		if v != "size=0 bytes=0" && v != "fs=tmpfs entries=0" {
+			t.Errorf("%s visible in the guest: %q", p, v)
+		}
+	}
+	for _, k := range []string{"root-entries", "home-entries"} {
+		if got[k] != "0" {
+			t.Errorf("%s = %q, want 0", k, got[k])
+		}
+	}
+	joined := strings.Join(env, "\n")
+	if strings.Contains(joined, "canary-value-7f3a") || strings.Contains(joined, "CRACKBOX_TEST_CANARY") {
+		t.Errorf("host env leaked into the guest:\n%s", joined)
+	}
+	if !strings.Contains(joined, "PASSED_ON_PURPOSE=yes") {
+		t.Errorf("-e variable missing from the guest env:\n%s", joined)
+	}
+	if !strings.Contains(joined, "HOME=/root") || !strings.Contains(joined, "PATH="+jail.DefaultPath) {
+		t.Errorf("HOME or PATH wrong:\n%s", joined)
+	}
+}
+
+func TestGuestPanicIsACrash(t *testing.T) {
+	// guest-init is a Go program: a SIGILL sent to it throws, PID 1 exits, the kernel panics.
+	s := jailtest.Spec(t, "sh", "-c", "kill -ILL 1; sleep 30; echo survived")
+	s.Root = true
+	var out bytes.Buffer
+	s.Stdout = &out
+	res, err := jailtest.RunContext(t, context.Background(), s)
+	if !errors.Is(err, jail.ErrGuestCrashed) || res.Exit != jail.ExitFailed {
+		t.Fatalf("exit %d err %v stdout %q; want ErrGuestCrashed and 125", res.Exit, err, out.String())
+	}
+	if res.ConsoleLog == "" || !strings.Contains(err.Error(), res.ConsoleLog) {
+		t.Fatalf("error %q does not name the console log %q", err, res.ConsoleLog)
+	}
+	b, rerr := os.ReadFile(res.ConsoleLog)
+	if rerr != nil || !strings.Contains(string(b), "Kernel panic") {
+		t.Fatalf("console log %s: %v; lacks the panic", res.ConsoleLog, rerr)
+	}
+	if !strings.Contains(err.Error(), "Kernel panic") {
+		t.Errorf("error does not say why: %v", err)
+	}
+	os.RemoveAll(res.RunDir)
+}

@@ -1,0 +1,118 @@
+package jail
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckHostShare(t *testing.T) {
+	home := t.TempDir()
+	for _, d := range []string{"project/src", ".ssh/keys", ".aws", ".gnupg", ".config/gcloud"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(home, "file"), []byte("x"), 0o600)
+	os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(home, "project", "sshlink"))
+	cases := []struct {
+		name  string
+		path  string
+		force bool
+		ok    bool
+		names string // part of the error
+	}{
+		{"project dir", filepath.Join(home, "project"), false, true, ""},
+		{"subdir", filepath.Join(home, "project/src"), false, true, ""},
+		{"root", "/", false, false, "refusing to share /"},
+		{"root even with force", "/", true, false, "refusing to share /"},
+		{"home itself", home, false, false, "home directory"},
+		{"home with force", home, true, true, ""},
+		{"an ancestor of home", filepath.Dir(home), false, false, "home directory"},
+		{"/home", "/home", false, false, "home directory"},
+		{"/root", "/root", false, false, "home directory"},
+		{"~/.ssh", filepath.Join(home, ".ssh"), false, false, ".ssh"},
+		{"under ~/.ssh", filepath.Join(home, ".ssh/keys"), false, false, ".ssh"},
+		{"symlink into ~/.ssh", filepath.Join(home, "project/sshlink"), false, false, ".ssh"},
+		{"~/.aws", filepath.Join(home, ".aws"), false, false, ".aws"},
+		{"~/.gnupg", filepath.Join(home, ".gnupg"), false, false, ".gnupg"},
+		{"~/.config/gcloud", filepath.Join(home, ".config/gcloud"), false, false, "gcloud"},
+		{"~/.ssh with force", filepath.Join(home, ".ssh"), true, true, ""},
+		{"/proc", "/proc/self", true, false, "/proc"},
+		{"missing", filepath.Join(home, "nope"), false, false, "does not exist"},
+		{"a file", filepath.Join(home, "file"), false, false, "not a directory"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := checkHostShare(c.path, home, c.force)
+			if (err == nil) != c.ok {
+				t.Fatalf("checkHostShare(%s) err = %v, want ok=%v", c.path, err, c.ok)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrBadSpec) {
+					t.Errorf("error %v is not ErrBadSpec", err)
+				}
+				if !strings.Contains(err.Error(), c.names) {
+					t.Errorf("error %q does not mention %q", err, c.names)
+				}
+			}
+		})
+	}
+}
+
+func TestParseVolume(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Volume
+		err  bool
+	}{
+		{"/src:/data", Volume{Host: "/src", Guest: "/data"}, false},
+		{"/src:/data:ro", Volume{Host: "/src", Guest: "/data", ReadOnly: true}, false},
+		{"/src:/data:rw", Volume{Host: "/src", Guest: "/data"}, false},
+		{"rel:/data", Volume{Host: "/cwd/rel", Guest: "/data"}, false},
+		{"/src", Volume{}, true},
+		{"/src:/data:rx", Volume{}, true},
+		{":/data", Volume{}, true},
+		{"/a:/b:ro:x", Volume{}, true},
+	}
+	for _, c := range cases {
+		got, err := ParseVolume(c.in, "/cwd")
+		if (err != nil) != c.err {
+			t.Errorf("ParseVolume(%q) err = %v, want error %v", c.in, err, c.err)
+			continue
+		}
+		if err == nil && got != c.want {
+			t.Errorf("ParseVolume(%q) = %+v, want %+v", c.in, got, c.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), c.in) {
+			t.Errorf("error %q does not name the input %q", err, c.in)
+		}
+	}
+}
+
+func TestCheckGuestTarget(t *testing.T) {
+	for p, ok := range map[string]bool{
+		"/data": true, "/work/x": true, "data": false, "/": false, "/a/../b": false,
+		"/proc/x": false, "/sys": false, "/dev/shm": false,
+	} {
+		if err := checkGuestTarget(p); (err == nil) != ok {
+			t.Errorf("checkGuestTarget(%q) = %v, want ok=%v", p, err, ok)
+		}
+	}
+}
+
+func TestHostMasks(t *testing.T) {
+	root := t.TempDir()
+	for _, f := range []string{"etc/shadow", "etc/ssh/ssh_host_ed25519_key", "etc/ssh/ssh_host_ed25519_key.pub", "etc/passwd"} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(root, f), []byte("x"), 0o600)
+	}
+	os.MkdirAll(filepath.Join(root, "etc/ssl/private"), 0o700)
+	got := strings.Join(hostMasks(root), " ")
+	want := "/etc/shadow /etc/ssh/ssh_host_ed25519_key /etc/ssl/private"
+	if got != want {
+		t.Fatalf("hostMasks = %q, want %q (public key and passwd stay visible)", got, want)
+	}
+}

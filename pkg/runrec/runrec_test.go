@@ -1,0 +1,146 @@
+package runrec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecordLifecycle(t *testing.T) {
+	s := &Store{Dir: filepath.Join(t.TempDir(), "runs")}
+	start := time.Date(2026, 11, 30, 1, 2, 3, 0, time.UTC)
+	r, err := s.Create(Manifest{Argv: []string{"pip", "install", "x"}, Allow: []string{"pypi.org"}, Net: "tap", Started: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.ID(), "20261130-010203-") {
+		t.Errorf("id %q does not sort by start time", r.ID())
+	}
+	m, err := s.Get(r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusRunning || m.PID != os.Getpid() || m.PIDStart == 0 {
+		t.Errorf("while running: status %s pid %d start %d", m.Status, m.PID, m.PIDStart)
+	}
+	fmt.Fprintln(r.DecisionLog(), `{"host":"pypi.org","decision":"allow"}`)
+	fmt.Fprintln(r.DecisionLog(), `{"host":"evil.test","decision":"deny","reason":"blocked-by-allowlist"}`)
+	fmt.Fprintln(r.DecisionLog(), `{"host":"evil.test","decision":"deny","reason":"blocked-by-allowlist"}`)
+	err = r.Finish(func(m *Manifest) {
+		m.Exit = 1
+		m.BootMS, m.RunMS = 900, 2500
+		m.Blocked = "crackbox: blocked 2 requests: evil.test (2)"
+		m.Ended = start.Add(4 * time.Second)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err = s.Get(r.ID()[:18]) // a unique prefix is enough
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusExited || m.Exit != 1 || m.Duration() != 4*time.Second {
+		t.Errorf("after finish: %+v", m)
+	}
+	var out bytes.Buffer
+	if err := WriteShow(&out, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"command:", "pip install x", "status:", "exit 1", "allow:", "pypi.org",
+		"blocked:", "blocked 2 requests: evil.test (2)", "decisions:", "1 allowed, 2 blocked", "boot:", "900ms"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := WriteList(&out, []Manifest{m}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], r.ID()) || !strings.Contains(lines[1], "exit 1") || !strings.Contains(lines[1], "4s") {
+		t.Errorf("list output:\n%s", out.String())
+	}
+}
+
+func TestRecordOfKilledProcessIsLost(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Create(Manifest{Argv: []string{"sleep", "1"}, PID: cmd.Process.Pid, PIDStart: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.log.Close() // the process died without Finish
+	m, err := s.Get(r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != StatusLost {
+		t.Fatalf("status %q, want %q", m.Status, StatusLost)
+	}
+}
+
+func TestPruneKeepsNewestAndRunning(t *testing.T) {
+	s := &Store{Dir: t.TempDir(), Keep: 2}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	running, err := s.Create(Manifest{Argv: []string{"long"}, Started: base}) // oldest, still running
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 1; i <= 4; i++ {
+		r, err := s.Create(Manifest{Argv: []string{"cmd", fmt.Sprint(i)}, Started: base.Add(time.Duration(i) * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Finish(nil); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID())
+	}
+	all, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range all {
+		got = append(got, m.ID)
+	}
+	want := []string{ids[3], ids[2], running.ID()}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("kept %v, want %v (newest two finished plus the running one)", got, want)
+	}
+}
+
+func TestGetErrors(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	for i := 0; i < 2; i++ {
+		if _, err := s.Create(Manifest{ID: fmt.Sprintf("abc-%d", i), Argv: []string{"x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Get("abc"); !errors.Is(err, ErrAmbiguous) {
+		t.Errorf("ambiguous prefix: %v", err)
+	}
+	if _, err := s.Get("zzz"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown id: %v", err)
+	}
+	if _, err := s.Create(Manifest{ID: "../escape"}); err == nil {
+		t.Error("id with a path separator accepted")
+	}
+	if _, err := s.Create(Manifest{ID: "abc-0"}); err == nil {
+		t.Error("duplicate id accepted")
+	}
+	empty := &Store{Dir: filepath.Join(t.TempDir(), "missing")}
+	if ms, err := empty.List(); err != nil || len(ms) != 0 {
+		t.Errorf("missing dir: %v, %v", ms, err)
+	}
+}

@@ -1,0 +1,126 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// AddFolder validates the name, creates the row (its parent must exist) and
+// the directory under <data>/folders. Needs folder:add on the new path.
+func (l *Local) AddFolder(ctx context.Context, f store.Folder) (store.Folder, error) {
+	if err := folder.Validate(f.Path); err != nil {
+		return f, err
+	}
+	switch {
+	case len(f.DisplayName) > 128:
+		return f, invalid("display_name is longer than 128 bytes")
+	case f.GuestMemoryMiB < 0 || f.GuestMemoryMiB > 1<<20:
+		return f, invalid("guest_memory_mib %d: want 0 (default) to 1048576", f.GuestMemoryMiB)
+	case f.GuestCPUs < 0 || f.GuestCPUs > 64:
+		return f, invalid("guest_cpus %d: want 0 (default) to 64", f.GuestCPUs)
+	}
+	if err := l.check(ctx, "folder:add", f.Path); err != nil {
+		return f, err
+	}
+	if err := l.createFolder(ctx, f); err != nil {
+		return f, err
+	}
+	return l.st.GetFolder(ctx, f.Path)
+}
+
+// createFolder adds the row and the directory, without authorization.
+func (l *Local) createFolder(ctx context.Context, f store.Folder) error {
+	// Resolve the directory first so a planted symlink refuses the folder
+	// before any row exists.
+	if _, err := folder.Path(l.opts.DataDir, f.Path); err != nil {
+		return err
+	}
+	if err := l.st.InsertFolder(ctx, f, folder.Parent(f.Path)); err != nil {
+		return err
+	}
+	l.invalidate()
+	if _, err := folder.Ensure(l.opts.DataDir, f.Path); err != nil {
+		if derr := l.st.DeleteFolder(ctx, f.Path); derr != nil {
+			return fmt.Errorf("%w (and removing the row failed: %v)", err, derr)
+		}
+		return err
+	}
+	return nil
+}
+
+// ListFolders lists every folder; needs folder:read on the whole tree.
+func (l *Local) ListFolders(ctx context.Context) ([]store.Folder, error) {
+	if err := l.check(ctx, "folder:read", ""); err != nil {
+		return nil, err
+	}
+	return l.st.ListFolders(ctx)
+}
+
+// RemoveFolder deletes a childless folder's row; its directory stays on disk
+// (it is the tenant's data) and is reported in the log.
+func (l *Local) RemoveFolder(ctx context.Context, path string) error {
+	if err := folder.Validate(path); err != nil {
+		return err
+	}
+	if err := l.check(ctx, "folder:rm", path); err != nil {
+		return err
+	}
+	if err := l.st.DeleteFolder(ctx, path); err != nil {
+		return err
+	}
+	l.invalidate()
+	return nil
+}
+
+// routeScope is the folder a route's target names, for authorization: a
+// {sender} segment becomes a literal "*", which only a "*" or "**" scope covers.
+func routeScope(target string) string {
+	f, _, _ := strings.Cut(target, "#")
+	return strings.ReplaceAll(f, router.SenderVar, "*")
+}
+
+// AddRoute validates and stores a route; needs route:add on its target folder.
+func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, error) {
+	r.Match = strings.Join(strings.Fields(r.Match), " ")
+	if err := r.Validate(); err != nil {
+		return r, err
+	}
+	if err := l.check(ctx, "route:add", routeScope(r.Target)); err != nil {
+		return r, err
+	}
+	out, err := l.st.InsertRoute(ctx, r)
+	if err != nil {
+		return r, err
+	}
+	l.invalidate()
+	return out, nil
+}
+
+// ListRoutes lists the table in resolution order; needs route:read on the tree.
+func (l *Local) ListRoutes(ctx context.Context) ([]router.Route, error) {
+	if err := l.check(ctx, "route:read", ""); err != nil {
+		return nil, err
+	}
+	return l.st.ListRoutes(ctx)
+}
+
+// RemoveRoute deletes a route; needs route:rm on its target folder.
+func (l *Local) RemoveRoute(ctx context.Context, id int64) error {
+	r, err := l.st.GetRoute(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := l.check(ctx, "route:rm", routeScope(r.Target)); err != nil {
+		return err
+	}
+	if err := l.st.DeleteRoute(ctx, id); err != nil {
+		return err
+	}
+	l.invalidate()
+	return nil
+}

@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/secrets"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// DBFile is the database file name inside the data dir.
+const DBFile = "arizuko.db"
+
+// Options configure a Local service.
+type Options struct {
+	DataDir       string
+	Ring          *secrets.Ring // nil: secret operations fail with ErrUnavailable
+	EngagementTTL time.Duration // 0: router.DefaultEngagementTTL
+	Create        bool          // create the data dir and database when missing
+}
+
+// Local is the store-backed Service.
+type Local struct {
+	st   *store.Store
+	opts Options
+	gate *acl.Gate
+
+	mu     sync.Mutex
+	policy *acl.Policy   // nil after a grant, membership or folder write
+	table  *router.Table // nil after a route write
+}
+
+var _ Service = (*Local)(nil)
+
+// Open opens the data dir's database. Without Create a missing database is
+// an error telling the operator to run `arizuko init`.
+func Open(ctx context.Context, o Options) (*Local, error) {
+	if o.DataDir == "" {
+		return nil, fmt.Errorf("data dir is empty (set --data): %w", ErrInvalid)
+	}
+	dbPath := filepath.Join(o.DataDir, DBFile)
+	if !o.Create {
+		if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s does not exist; run `arizuko init --data %s` first: %w", dbPath, o.DataDir, ErrNotFound)
+		}
+	} else if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	st, err := store.Open(ctx, dbPath)
+	if err != nil {
+		return nil, err
+	}
+	l := &Local{st: st, opts: o}
+	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit}
+	return l, nil
+}
+
+// Close closes the database.
+func (l *Local) Close() error { return l.st.Close() }
+
+// Store exposes the database to the turn pipeline living in the same process.
+func (l *Local) Store() *store.Store { return l.st }
+
+// Gate is the acl gate every caller (API, CLI, MCP tools) must use.
+func (l *Local) Gate() *acl.Gate { return l.gate }
+
+// DataDir is the data dir this service runs on.
+func (l *Local) DataDir() string { return l.opts.DataDir }
+
+func (l *Local) loadPolicy(ctx context.Context) (*acl.Policy, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.policy != nil {
+		return l.policy, nil
+	}
+	p, err := l.st.Policy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.policy = p
+	return p, nil
+}
+
+func (l *Local) routeTable(ctx context.Context) (*router.Table, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.table != nil {
+		return l.table, nil
+	}
+	rs, err := l.st.ListRoutes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := router.NewTable(rs)
+	if err != nil {
+		return nil, err
+	}
+	l.table = t
+	return t, nil
+}
+
+// invalidate drops cached policy and routes after a write.
+func (l *Local) invalidate() {
+	l.mu.Lock()
+	l.policy, l.table = nil, nil
+	l.mu.Unlock()
+}
+
+// check authorizes the context's principal; a missing principal is denied
+// (and audited) like any other.
+func (l *Local) check(ctx context.Context, action, scope string) error {
+	return l.gate.Check(ctx, l.principal(ctx), action, scope)
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, ErrInvalid)...)
+}

@@ -1,0 +1,131 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// MaxText bounds one inbound message's text.
+const MaxText = 64 << 10
+
+func (in MessageIn) validate() error {
+	switch {
+	case in.ChatJID == "":
+		return invalid("chat_jid is required")
+	case len(in.ChatJID) > 256:
+		return invalid("chat_jid is %d bytes, the limit is 256", len(in.ChatJID))
+	case len(in.Text) > MaxText:
+		return invalid("text is %d bytes, the limit is %d", len(in.Text), MaxText)
+	case !utf8.ValidString(in.Text) || !utf8.ValidString(in.ChatJID) || !utf8.ValidString(in.Sender):
+		return invalid("text, chat_jid and sender must be UTF-8")
+	}
+	for _, f := range []string{in.Sender, in.Platform, in.Room, in.PlatformID, in.ReplyTo, in.Verb} {
+		if len(f) > 256 {
+			return invalid("a field is %d bytes, the limit is 256", len(f))
+		}
+	}
+	return nil
+}
+
+// resolve routes a message against the current table and the chat's engagement.
+func (l *Local) resolve(ctx context.Context, in MessageIn) (router.Result, error) {
+	t, err := l.routeTable(ctx)
+	if err != nil {
+		return router.Result{}, err
+	}
+	var eng *router.Engagement
+	c, err := l.st.GetChat(ctx, in.ChatJID)
+	switch {
+	case err == nil && c.EngagedFolder != "":
+		eng = &router.Engagement{Folder: c.EngagedFolder, Topic: c.EngagedTopic, At: time.UnixMilli(c.EngagedAt)}
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return router.Result{}, err
+	}
+	msg := router.Msg{Platform: in.Platform, Room: in.Room, ChatJID: in.ChatJID, Sender: in.Sender, Verb: in.Verb}
+	res := t.Resolve(msg, eng, time.Now(), l.opts.EngagementTTL)
+	if !res.Routed() {
+		return res, nil
+	}
+	// A target folder that does not exist makes the message unrouted, except
+	// a per-sender folder, which PostMessage creates on first contact.
+	_, err = l.st.GetFolder(ctx, res.Folder)
+	switch {
+	case err == nil:
+		return res, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return res, err
+	case res.PerSender:
+		if _, perr := l.st.GetFolder(ctx, folder.Parent(res.Folder)); perr == nil || folder.Parent(res.Folder) == "" {
+			res.Reason += "; creates per-sender folder " + res.Folder
+			return res, nil
+		}
+	}
+	return router.Result{How: router.Unrouted, RouteID: res.RouteID,
+		Reason: fmt.Sprintf("%s, but folder %q does not exist", res.Reason, res.Folder)}, nil
+}
+
+// PostMessage resolves, authorizes (message:post on the target folder, or on
+// no folder for unrouted messages) and durably stores an inbound message.
+func (l *Local) PostMessage(ctx context.Context, in MessageIn) (Ingest, error) {
+	if err := in.validate(); err != nil {
+		return Ingest{}, err
+	}
+	res, err := l.resolve(ctx, in)
+	if err != nil {
+		return Ingest{}, err
+	}
+	if err := l.check(ctx, "message:post", res.Folder); err != nil {
+		return Ingest{}, err
+	}
+	if res.PerSender {
+		if _, err := l.st.GetFolder(ctx, res.Folder); errors.Is(err, store.ErrNotFound) {
+			if err := l.createFolder(ctx, store.Folder{Path: res.Folder}); err != nil && !errors.Is(err, store.ErrExists) {
+				return Ingest{}, err
+			}
+		}
+	}
+	how := string(res.How)
+	if res.Observe {
+		how = "observe"
+	}
+	m, dup, err := l.st.PutMessage(ctx, store.Message{
+		ChatJID: in.ChatJID, Platform: in.Platform, Room: in.Room, Sender: in.Sender, Text: in.Text,
+		ReplyTo: in.ReplyTo, Verb: in.Verb, PlatformID: in.PlatformID, Folder: res.Folder, Topic: res.Topic, How: how,
+	})
+	if err != nil {
+		return Ingest{}, err
+	}
+	return Ingest{Message: m, Route: res, Duplicate: dup}, nil
+}
+
+// ListMessages returns a chat's messages. A chat spans folders, so reading
+// one needs message:read on the whole tree.
+func (l *Local) ListMessages(ctx context.Context, chat string, after int64, limit int) ([]store.Message, error) {
+	if chat == "" {
+		return nil, invalid("chat is required")
+	}
+	if err := l.check(ctx, "message:read", ""); err != nil {
+		return nil, err
+	}
+	return l.st.ListMessages(ctx, chat, after, limit)
+}
+
+// Resolve shows where a message would go, without storing it.
+func (l *Local) Resolve(ctx context.Context, in MessageIn) (router.Result, error) {
+	if err := in.validate(); err != nil {
+		return router.Result{}, err
+	}
+	if err := l.check(ctx, "route:read", ""); err != nil {
+		return router.Result{}, err
+	}
+	return l.resolve(ctx, in)
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }

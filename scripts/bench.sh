@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# make bench: loopback benchmarks. The egress proxy part runs `crackbox proxy
+# serve`, squid and tinyproxy side by side in one run against a direct
+# connection (bench/proxybench), with the same one-name allowlist for all,
+# and writes the report to $BENCH_OUT/proxy.md (default bin/bench).
+#
+# Knobs (environment): BENCH_OUT, BENCH_BYTES, BENCH_THROUGHPUT_ROUNDS, BENCH_TUNNELS, BENCH_CONCURRENCY,
+# BENCH_LATENCY_TUNNELS, BENCH_IDLE_TUNNELS, BENCH_PORT_BASE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+OUT=${BENCH_OUT:-bin/bench}
+HOST=bench.upstream.test
+BASE=${BENCH_PORT_BASE:-18080}
+UPSTREAM_PORT=$BASE
+CRACKBOX_PORT=$((BASE + 1))
+SQUID_PORT=$((BASE + 2))
+TINYPROXY_PORT=$((BASE + 3))
+IDLE=${BENCH_IDLE_TUNNELS:-10000}
+SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+
+log() { echo "bench: $*" >&2; }
+
+# Install squid and tinyproxy without letting their packages start system
+# services: invoke-rc.d and deb-systemd-invoke obey policy-rc.d exit 101.
+install_proxies() {
+  local missing=()
+  command -v squid >/dev/null || [ -x /usr/sbin/squid ] || missing+=(squid)
+  command -v tinyproxy >/dev/null || missing+=(tinyproxy-bin)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  if [ -e /usr/sbin/policy-rc.d ]; then
+    log "/usr/sbin/policy-rc.d already exists; refusing to replace it. Install ${missing[*]} by hand."
+    exit 1
+  fi
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod 755 /usr/sbin/policy-rc.d
+  local rc=0
+  {
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null &&
+      $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  } || rc=$?
+  $SUDO rm -f /usr/sbin/policy-rc.d
+  return $rc
+}
+
+PIDS=()
+TMP=""
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  [ -n "$TMP" ] && rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_port PID PORT NAME: until PORT accepts on loopback, or fail when PID dies.
+wait_port() {
+  for _ in $(seq 100); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      log "$3 exited during start; its log:"
+      cat "$TMP/$3.log" >&2 || true
+      exit 1
+    fi
+    if (: <"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  log "$3 did not listen on 127.0.0.1:$2 within 10s"
+  exit 1
+}
+
+port_free() {
+  if (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+    log "127.0.0.1:$1 is already in use; set BENCH_PORT_BASE to a free range of 4 ports"
+    exit 1
+  fi
+}
+
+# fill TEMPLATE OUT: replace the @...@ placeholders of a bench/conf template.
+fill() {
+  sed -e "s|@HOST@|$HOST|g" -e "s|@DIR@|$DIR|g" -e "s|@PORT@|$PORT|g" \
+    -e "s|@UPSTREAM_PORT@|$UPSTREAM_PORT|g" -e "s|@NOFILE@|$NOFILE|g" \
+    -e "s|@MAXCLIENTS@|$((IDLE + 256))|g" "bench/conf/$1" >"$2"
+}
+
+bench_proxy() {
+  install_proxies
+  log "building crackbox and proxybench"
+  CGO_ENABLED=0 $GO build -o bin/crackbox ./cmd/crackbox
+  CGO_ENABLED=0 $GO build -o bin/proxybench ./bench/proxybench
+  mkdir -p "$OUT"
+
+  # An idle tunnel costs the bench two descriptors and a proxy two to six:
+  # crackbox's spliced copies each hold a pipe while they wait for data.
+  ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+  NOFILE=$(ulimit -n)
+  local notes=() max=$(((NOFILE - 512) / 6))
+  if [ "$IDLE" -gt "$max" ]; then
+    notes+=("RLIMIT_NOFILE could not be raised past $NOFILE here, so the idle phase holds $max tunnels per proxy; the 10,000-tunnel RSS is extrapolated linearly from it")
+    IDLE=$max
+  fi
+  for p in $UPSTREAM_PORT $CRACKBOX_PORT $SQUID_PORT $TINYPROXY_PORT; do port_free "$p"; done
+
+  TMP=$(mktemp -d /tmp/crackbox-bench.XXXXXX)
+  chmod 755 "$TMP"
+  printf '127.0.0.1\t%s\n' "$HOST" >"$TMP/hosts"
+  chmod 644 "$TMP/hosts"
+
+  # crackbox: hosts override and loopback CIDR from the config file, the rest as flags.
+  DIR=$TMP PORT=$CRACKBOX_PORT
+  fill crackbox.toml.in "$TMP/crackbox.toml"
+  env $(compgen -e | grep '^CRACKBOX_' | sed 's/^/-u /') \
+    bin/crackbox proxy serve --config "$TMP/crackbox.toml" \
+    --listen "127.0.0.1:$CRACKBOX_PORT" --transparent "" --admin "" \
+    --client 127.0.0.1 --allow "$HOST:$UPSTREAM_PORT" >"$TMP/crackbox.log" 2>&1 &
+  local cb=$!
+  PIDS+=("$cb")
+
+  # squid drops to the proxy user, which must own its log directory.
+  DIR=$TMP/squid PORT=$SQUID_PORT
+  mkdir -p "$DIR"
+  cp "$TMP/hosts" "$DIR/hosts"
+  fill squid.conf.in "$DIR/squid.conf"
+  chown -R proxy: "$DIR" 2>/dev/null || chmod 777 "$DIR"
+  squid -N -f "$DIR/squid.conf" >"$TMP/squid.log" 2>&1 &
+  local sq=$!
+  PIDS+=("$sq")
+
+  # tinyproxy resolves with the system resolver, so it gets a private mount
+  # namespace whose /etc/hosts names the upstream; without one it is sent to
+  # the IP literal instead.
+  DIR=$TMP/tinyproxy PORT=$TINYPROXY_PORT
+  mkdir -p "$DIR"
+  local tphost=$HOST
+  if ! unshare -m sh -c "mount --bind '$TMP/hosts' /etc/hosts" 2>/dev/null; then
+    tphost=127.0.0.1
+    notes+=("tinyproxy CONNECTs to 127.0.0.1:$UPSTREAM_PORT (no mount namespace here to give it a private /etc/hosts)")
+  fi
+  echo "$tphost" >"$DIR/filter"
+  fill tinyproxy.conf.in "$DIR/tinyproxy.conf"
+  touch "$DIR/tinyproxy.log"
+  chown -R nobody:nogroup "$DIR" 2>/dev/null || chmod 777 "$DIR"
+  if [ "$tphost" = "$HOST" ]; then
+    unshare -m sh -c 'mount --bind "$1" /etc/hosts && exec tinyproxy -d -c "$2"' sh \
+      "$TMP/hosts" "$DIR/tinyproxy.conf" >"$TMP/tinyproxy.log" 2>&1 &
+  else
+    tinyproxy -d -c "$DIR/tinyproxy.conf" >"$TMP/tinyproxy.log" 2>&1 &
+  fi
+  local tp=$!
+  PIDS+=("$tp")
+
+  wait_port "$cb" "$CRACKBOX_PORT" crackbox
+  wait_port "$sq" "$SQUID_PORT" squid
+  wait_port "$tp" "$TINYPROXY_PORT" tinyproxy
+
+  local rev
+  rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git diff --quiet HEAD 2>/dev/null || rev="$rev+dirty"
+  notes+=("Versions: crackbox $rev, $(squid -v | head -1 | sed 's/ Cache: Version//'), $(tinyproxy -v 2>&1 | head -1)")
+  notes+=("Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)")
+  local args=()
+  for n in "${notes[@]}"; do args+=(-note "$n"); done
+
+  log "running proxybench (squid $sq, tinyproxy $tp, crackbox $cb)"
+  timeout 900 bin/proxybench \
+    -upstream "127.0.0.1:$UPSTREAM_PORT" \
+    -target direct \
+    -target "crackbox=127.0.0.1:$CRACKBOX_PORT,pid=$cb,host=$HOST" \
+    -target "squid=127.0.0.1:$SQUID_PORT,pid=$sq,host=$HOST" \
+    -target "tinyproxy=127.0.0.1:$TINYPROXY_PORT,pid=$tp,host=$tphost" \
+    -subject crackbox \
+    -bytes "${BENCH_BYTES:-1073741824}" -throughput-rounds "${BENCH_THROUGHPUT_ROUNDS:-3}" \
+    -tunnels "${BENCH_TUNNELS:-5000}" \
+    -concurrency "${BENCH_CONCURRENCY:-64}" \
+    -latency-tunnels "${BENCH_LATENCY_TUNNELS:-1000}" \
+    -idle "$IDLE" -idle-goal "${BENCH_IDLE_TUNNELS:-10000}" \
+    -command "make bench" \
+    -md "$OUT/proxy.md" -json "$OUT/proxy.json" "${args[@]}"
+  log "report written to $OUT/proxy.md and $OUT/proxy.json"
+}
+
+bench_proxy
