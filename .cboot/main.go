@@ -27,6 +27,8 @@ func main() {
 	uid := flag.Int("uid", 0, "")
 	tap := flag.Bool("tap", false, "")
 	ponly := flag.Bool("proxyonly", false, "")
+	floor := flag.Bool("floor", false, "")
+	vfs := flag.Bool("virtiofs", false, "")
 	home := flag.String("home", "/root", "")
 	flag.Parse()
 	argv := flag.Args()
@@ -52,7 +54,35 @@ func main() {
 	share := func(id, path string) {
 		args = append(args, "-fsdev", "local,id="+id+",path="+path+",security_model=none,readonly=on", "-device", "virtio-9p-device,fsdev="+id+",mount_tag="+id)
 	}
-	if *mode == "hostview" {
+	if *vfs {
+		args = append(args, "-object", "memory-backend-memfd,id=mem,size=512M,share=on")
+		for i, a := range args {
+			if strings.HasPrefix(a, "microvm,") {
+				args[i] = a + ",memory-backend=mem"
+			}
+		}
+		var lowers []control.Mount
+		for _, d := range []string{"usr", "etc"} {
+			vs := filepath.Join(dir, d+".vfs")
+			vd := exec.Command("/usr/lib/qemu/virtiofsd", "--socket-path="+vs, "-o", "source=/"+d, "-o", "cache=auto", "-o", "sandbox=chroot")
+			vd.Stderr = os.Stderr
+			if err := vd.Start(); err != nil {
+				panic(err)
+			}
+			defer vd.Process.Kill()
+			for i := 0; i < 100; i++ {
+				if _, err := os.Stat(vs); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			args = append(args, "-chardev", "socket,id=vfs"+d+",path="+vs, "-device", "vhost-user-fs-device,chardev=vfs"+d+",tag="+d)
+			lowers = append(lowers, control.Mount{Tag: d, Target: "/" + d, FSType: "virtiofs", ReadOnly: true})
+		}
+		rs.Root = control.Root{Mode: "hostview", Lower: lowers,
+			Symlinks: map[string]string{"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin"},
+			Mask:     []string{"/etc/shadow"}}
+	} else if *mode == "hostview" {
 		share("usr", "/usr")
 		share("etc", "/etc")
 		rs.Root = control.Root{Mode: "hostview", Lower: []control.Mount{{Tag: "usr", Target: "/usr", FSType: "9p", ReadOnly: true}, {Tag: "etc", Target: "/etc", FSType: "9p", ReadOnly: true}},
@@ -91,6 +121,11 @@ func main() {
 			fmt.Fprintf(os.Stderr, "[%6.2fs console] %s\n", time.Since(t0).Seconds(), l)
 		}
 	}()
+	if *floor {
+		err := cmd.Wait()
+		fmt.Fprintf(os.Stderr, "[%6.2fs] FLOOR qemu exited: %v\n", time.Since(t0).Seconds(), err)
+		return
+	}
 	c, err := ln.Accept()
 	if err != nil {
 		panic(err)
@@ -106,7 +141,7 @@ func main() {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
-		fmt.Fprintf(os.Stderr, "[%6.2fs] qemu exited by itself: %v\n", time.Since(t0).Seconds(), err)
+		fmt.Fprintf(os.Stderr, "[%6.2fs] QEMUEXIT qemu exited by itself: %v\n", time.Since(t0).Seconds(), err)
 	case <-time.After(10 * time.Second):
 		cmd.Process.Kill()
 		fmt.Fprintf(os.Stderr, "[%6.2fs] qemu killed\n", time.Since(t0).Seconds())

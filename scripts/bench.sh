@@ -178,7 +178,7 @@ bench_proxy() {
     -target "tinyproxy=127.0.0.1:$TINYPROXY_PORT,pid=$tp,host=$tphost" \
     -subject crackbox \
     -bytes "${BENCH_BYTES:-1073741824}" -throughput-rounds "${BENCH_THROUGHPUT_ROUNDS:-3}" \
-    -tunnels "${BENCH_TUNNELS:-5000}" \
+    -tunnels "${BENCH_TUNNELS:-5000}" -rate-rounds 10 \
     -concurrency "${BENCH_CONCURRENCY:-64}" \
     -latency-tunnels "${BENCH_LATENCY_TUNNELS:-1000}" \
     -idle "$IDLE" -idle-goal "${BENCH_IDLE_TUNNELS:-10000}" \

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,12 +19,14 @@ type result struct {
 	ThroughputMiBs  float64 `json:"throughput_mib_s"`
 	ThroughputCPU   float64 `json:"throughput_proxy_cpu_s"`
 
-	RateTunnels int           `json:"rate_tunnels"`
-	RateErrors  int           `json:"rate_errors"`
-	RatePerSec  float64       `json:"rate_per_s"`
-	RateCPU     float64       `json:"rate_proxy_cpu_s"`
-	LoadP50     time.Duration `json:"load_p50_ns"`
-	LoadP99     time.Duration `json:"load_p99_ns"`
+	RateTunnels int     `json:"rate_tunnels"`
+	RateErrors  int     `json:"rate_errors"`
+	RatePerSec  float64 `json:"rate_per_s"`
+	RateCPU     float64 `json:"rate_proxy_cpu_s"`
+	RateSelfCPU float64 `json:"rate_bench_cpu_s"` // client and upstream
+
+	LoadP50 time.Duration `json:"load_p50_ns"`
+	LoadP99 time.Duration `json:"load_p99_ns"`
 
 	SeqP50 time.Duration `json:"seq_p50_ns"`
 	SeqP99 time.Duration `json:"seq_p99_ns"`
@@ -110,7 +113,7 @@ func (b *bench) throughput(r *result, n int64) {
 // rate opens n short tunnels with b.concurrency clients and adds the count,
 // wall time and per-tunnel latencies to acc.
 func (b *bench) rate(r *result, n int, acc *rateAcc) {
-	cpu0 := r.cpu()
+	cpu0, self0 := r.cpu(), selfCPU()
 	var next atomic.Int64
 	var mu sync.Mutex
 	lat := make([]time.Duration, 0, n)
@@ -140,6 +143,7 @@ func (b *bench) rate(r *result, n int, acc *rateAcc) {
 	wg.Wait()
 	acc.wall += time.Since(start)
 	acc.cpu += r.cpu() - cpu0
+	acc.self += selfCPU() - self0
 	acc.lat = append(acc.lat, lat...)
 	acc.errs += errs
 	if firstErr != nil {
@@ -150,12 +154,13 @@ func (b *bench) rate(r *result, n int, acc *rateAcc) {
 type rateAcc struct {
 	wall time.Duration
 	cpu  float64
+	self float64
 	lat  []time.Duration
 	errs int
 }
 
 func (r *result) setRate(a *rateAcc) {
-	r.RateTunnels, r.RateErrors, r.RateCPU = len(a.lat), a.errs, a.cpu
+	r.RateTunnels, r.RateErrors, r.RateCPU, r.RateSelfCPU = len(a.lat), a.errs, a.cpu, a.self
 	if a.wall > 0 {
 		r.RatePerSec = float64(len(a.lat)) / a.wall.Seconds()
 	}
@@ -242,6 +247,11 @@ func (b *bench) idle(r *result, n int, settle time.Duration) {
 			c.Close()
 		}
 	}
+}
+
+func selfCPU() float64 {
+	s, _ := treeCPU(os.Getpid())
+	return s
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

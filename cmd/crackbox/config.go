@@ -20,7 +20,7 @@ func addConfigFlag(cmd *cobra.Command) {
 
 // configSource turns --config and the flags the user actually set into a
 // config.Source; keeping the Source lets SIGHUP reload with the same flags.
-func configSource(cmd *cobra.Command, binds []flagBind) (config.Source, error) {
+func configSource(cmd *cobra.Command, binds []flagBind) config.Source {
 	var src config.Source
 	if f := cmd.Flags().Lookup("config"); f != nil {
 		src.Path = f.Value.String()
@@ -36,15 +36,12 @@ func configSource(cmd *cobra.Command, binds []flagBind) (config.Source, error) {
 		}
 		src.Overrides = append(src.Overrides, config.Override{Key: b.key, Value: val})
 	}
-	return src, nil
+	return src
 }
 
 // loadConfig loads the configuration for cmd with flags bound to keys.
 func loadConfig(cmd *cobra.Command, binds []flagBind) (*config.Config, config.Source, error) {
-	src, err := configSource(cmd, binds)
-	if err != nil {
-		return nil, src, err
-	}
+	src := configSource(cmd, binds)
 	cfg, err := config.Load(src)
 	return cfg, src, err
 }

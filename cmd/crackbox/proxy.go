@@ -140,7 +140,7 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			return err
 		}
 		if cfg.Admin.Secret == "" {
-			log.Warn("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
+			log.Info("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
 		}
 	}
 

@@ -138,11 +138,13 @@ allow_cidrs = ["127.0.0.0/8"]
 hosts = { "allowed.test" = ["127.0.0.1"], "other.test" = ["127.0.0.1"] }
 drain_grace = "10s"
 state_file = %q
+decision_log = %q
 
 [admin]
 listen = "127.0.0.1:0"
 secret = "test-secret"
-`, strings.Join(quoted, ", "), filepath.Join(filepath.Dir(path), "state.json"))
+`, strings.Join(quoted, ", "), filepath.Join(filepath.Dir(path), "state.json"),
+		filepath.Join(filepath.Dir(path), "decisions.jsonl"))
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -156,17 +158,21 @@ func cleanEnv(t *testing.T) []string {
 func TestProxyServeDaemon(t *testing.T) {
 	bin := buildCrackbox(t)
 	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
 	var releaseOnce sync.Once
-	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			w.WriteHeader(200)
 			w.(http.Flusher).Flush()
+			entered <- struct{}{}
 			<-release
 		}
 		io.WriteString(w, "hello from "+r.Host)
 	}))
 	t.Cleanup(upstream.Close)
+	// Registered after Close so it runs first: a failed test must not leave
+	// the slow handler blocking Close.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	_, port, _ := net.SplitHostPort(upstream.Listener.Addr().String())
 
 	dir := t.TempDir()
@@ -198,6 +204,21 @@ func TestProxyServeDaemon(t *testing.T) {
 		}
 		if code, _ := get("other.test", "/"); code == 200 {
 			t.Errorf("other.test allowed before reload")
+		}
+		log, err := os.ReadFile(filepath.Join(dir, "decisions.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var verdicts []string
+		for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+			var d struct{ Host, Decision, Reason string }
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				t.Fatalf("decision log line %q: %v", line, err)
+			}
+			verdicts = append(verdicts, d.Host+" "+d.Decision+" "+d.Reason)
+		}
+		if want := []string{"allowed.test allow ", "other.test deny blocked-by-allowlist"}; strings.Join(verdicts, "|") != strings.Join(want, "|") {
+			t.Errorf("decision log %q, want %q", verdicts, want)
 		}
 	})
 
@@ -243,6 +264,15 @@ func TestProxyServeDaemon(t *testing.T) {
 		if code, _ := get("allowed.test", "/"); code == 200 {
 			t.Errorf("allowed.test still allowed after reload")
 		}
+		// The configured client's new list is what the API and state file show.
+		st, err := fetchState(context.Background(), adm, "test-secret")
+		if err != nil || len(st.Clients) != 1 || strings.Join(st.Clients[0].Allowlist, ",") != "other.test:"+port {
+			t.Errorf("state after reload: %+v %v", st, err)
+		}
+		saved, _ := os.ReadFile(filepath.Join(dir, "state.json"))
+		if !strings.Contains(string(saved), "other.test:"+port) || strings.Contains(string(saved), "allowed.test") {
+			t.Errorf("state file after reload:\n%s", saved)
+		}
 	})
 
 	t.Run("bad file on sighup keeps old config", func(t *testing.T) {
@@ -275,8 +305,12 @@ func TestProxyServeDaemon(t *testing.T) {
 			b, err := io.ReadAll(resp.Body)
 			slow <- result{string(b), err}
 		}()
-		// Wait until the request is relaying before asking the daemon to stop.
-		waitActive(t, adm)
+		// Wait until the request is at the upstream before asking the daemon to stop.
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("slow request never reached the upstream")
+		}
 		if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -304,20 +338,6 @@ func TestProxyServeDaemon(t *testing.T) {
 			t.Fatal("daemon did not exit after drain")
 		}
 	})
-}
-
-// waitActive polls the admin state until one tunnel is open.
-func waitActive(t *testing.T, adm string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := fetchState(context.Background(), adm, "test-secret")
-		if err == nil && st.ActiveTunnels > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no active tunnel seen")
 }
 
 func TestProxyServeStartErrors(t *testing.T) {

@@ -20,15 +20,21 @@ const (
 	portDeadline = 30 * time.Second
 )
 
-// openControl connects to the host over the channel named by crackbox.ctl= on the
-// kernel command line: "virtio-serial" (the default) or "vsock:<port>".
-func openControl(cmdline string, log *slog.Logger) (io.ReadWriteCloser, error) {
+// ctlMode is the value of crackbox.ctl= on the kernel command line: "virtio-serial" (the
+// default), "vsock:<port>", or "none" (power off at once: the boot-time floor for
+// benchmarks).
+func ctlMode(cmdline string) string {
 	mode := "virtio-serial"
 	for _, f := range strings.Fields(cmdline) {
 		if v, ok := strings.CutPrefix(f, "crackbox.ctl="); ok {
 			mode = v
 		}
 	}
+	return mode
+}
+
+// openControl connects to the host over the channel named by mode.
+func openControl(mode string, log *slog.Logger) (io.ReadWriteCloser, error) {
 	if p, ok := strings.CutPrefix(mode, "vsock:"); ok {
 		port, err := strconv.ParseUint(p, 10, 32)
 		if err != nil {
@@ -47,7 +53,7 @@ func openControl(cmdline string, log *slog.Logger) (io.ReadWriteCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dev, err)
 	}
-	log.Info("control port", "dev", dev)
+	log.Debug("control port", "dev", dev)
 	return &port{f: f}, nil
 }
 

@@ -68,8 +68,19 @@ func TestOpenControlRejectsBadCmdline(t *testing.T) {
 		"crackbox.ctl=vsock:port",
 		"crackbox.ctl=vsock:99999999999",
 	} {
-		if _, err := openControl(cmdline, log); err == nil || !strings.Contains(err.Error(), "crackbox.ctl=") {
+		if _, err := openControl(ctlMode(cmdline), log); err == nil || !strings.Contains(err.Error(), "crackbox.ctl=") {
 			t.Errorf("%q: err = %v, want an error naming crackbox.ctl", cmdline, err)
+		}
+	}
+	cases := map[string]string{
+		"console=ttyS0 quiet":                             "virtio-serial",
+		"crackbox.ctl=vsock:1024 console=ttyS0":           "vsock:1024",
+		"crackbox.ctl=none":                               "none",
+		"crackbox.ctl=vsock:1 crackbox.ctl=virtio-serial": "virtio-serial",
+	}
+	for cmdline, want := range cases {
+		if got := ctlMode(cmdline); got != want {
+			t.Errorf("ctlMode(%q) = %q, want %q", cmdline, got, want)
 		}
 	}
 }

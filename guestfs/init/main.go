@@ -26,15 +26,17 @@ func main() {
 		os.Exit(2)
 	}
 	// The kernel opened /dev/console as our stdio: log there, never into the command's
-	// streams.
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+	// streams. crackbox.debug only raises verbosity.
+	level := new(slog.LevelVar)
+	log := slog.New(uptimeHandler{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		Level: level,
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
 				return slog.Attr{}
 			}
 			return a
 		},
-	}))
+	})})
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("guest-init panic", "err", r)
@@ -45,17 +47,25 @@ func main() {
 		log.Error("mount", "err", err)
 		return
 	}
-	log.Info("guest-init start", "uptime", uptime())
+	cmdline := readCmdline()
+	if strings.Contains(" "+cmdline+" ", " crackbox.debug ") {
+		level.Set(slog.LevelDebug)
+	}
+	log.Info("guest-init start")
 	reaper := guest.StartReaper()
 	loDone := make(chan error, 1)
 	go func() { loDone <- linkUp("lo") }()
 
-	rw, err := openControl(readCmdline(), log)
+	mode := ctlMode(cmdline)
+	if mode == "none" {
+		return
+	}
+	rw, err := openControl(mode, log)
 	if err != nil {
 		log.Error("control channel", "err", err)
 		return
 	}
-	log.Info("control connected", "uptime", uptime())
+	log.Info("control connected")
 	b := &builder{log: log, loDone: loDone}
 	exit, err := guest.Serve(context.Background(), rw, guest.Config{
 		Prepare:    b.prepare,
@@ -63,7 +73,7 @@ func main() {
 		Reaper:     reaper,
 		Log:        log,
 	})
-	log.Info("session done", "code", exit.Code, "signal", exit.Signal, "error", exit.Error, "err", err, "uptime", uptime())
+	log.Info("session done", "code", exit.Code, "signal", exit.Signal, "error", exit.Error, "err", err)
 }
 
 // poweroff ends the VM. The kernel cmdline has reboot=t and QEMU runs with -no-reboot,
@@ -77,6 +87,23 @@ func poweroff(log *slog.Logger) {
 	for {
 		time.Sleep(time.Hour)
 	}
+}
+
+// uptimeHandler stamps each line with the guest's uptime, the clock boot timings are
+// read against (the wall clock is whatever the RTC said).
+type uptimeHandler struct{ slog.Handler }
+
+func (h uptimeHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.String("uptime", uptime()))
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h uptimeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return uptimeHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h uptimeHandler) WithGroup(name string) slog.Handler {
+	return uptimeHandler{h.Handler.WithGroup(name)}
 }
 
 func readCmdline() string {

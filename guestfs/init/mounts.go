@@ -56,7 +56,7 @@ func mountShare(m control.Mount, target string, readOnly bool) error {
 	var data string
 	switch m.FSType {
 	case "9p", "":
-		data = "trans=virtio,version=9p2000.L,msize=524288"
+		data = "trans=virtio,version=9p2000.L,msize=512000"
 		if readOnly {
 			data += ",cache=loose"
 		}

@@ -19,7 +19,7 @@ type builder struct {
 // prepare builds the root, network, home and masks. The network is configured while
 // the root is built; both mostly wait on emulated devices.
 func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
-	b.log.Info("run received", "uptime", uptime(), "mode", rs.Root.Mode, "net", rs.Net.Mode)
+	b.log.Info("run received", "mode", rs.Root.Mode, "net", rs.Net.Mode)
 	netDone := make(chan error, 1)
 	go func() { netDone <- configureNet(rs.Net) }()
 	rootErr := b.buildFS(rs)
@@ -43,7 +43,7 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 			return fmt.Errorf("hostname %q: %w", rs.Hostname, err)
 		}
 	}
-	b.log.Info("guest ready", "uptime", uptime())
+	b.log.Info("guest ready")
 	return nil
 }
 

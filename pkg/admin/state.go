@@ -64,9 +64,16 @@ func (s *Server) loadState() {
 		return
 	}
 	for _, c := range clients {
-		if err := s.opts.Registry.Register(c); err != nil {
-			s.log.Warn("saved client skipped", "file", path, "ip", c.IP, "id", c.ID, "err", err)
+		err := s.opts.Registry.Register(c)
+		if err == nil {
+			continue
 		}
+		// The configured client is saved like any other; finding it again
+		// under the same ID is expected, not worth a warning.
+		if cur, ok := s.opts.Registry.Lookup(c.IP); ok && cur.ID == c.ID {
+			continue
+		}
+		s.log.Warn("saved client skipped", "file", path, "ip", c.IP, "id", c.ID, "err", err)
 	}
 	s.log.Info("state loaded", "file", path, "clients", len(clients))
 }

@@ -60,7 +60,7 @@ type Log struct {
 // Accels and NetModes are the accepted values of run.accel and run.net.
 var (
 	Accels   = []string{"auto", "kvm", "tcg"}
-	NetModes = []string{"auto", "tap", "user", "none"}
+	NetModes = []string{"auto", "tap", "proxy-only", "none", "user"} // user is the older name of proxy-only
 	Levels   = []string{"debug", "info", "warn", "error"}
 )
 

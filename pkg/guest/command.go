@@ -125,6 +125,10 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 		return nil, fmt.Errorf("guest: working directory %q does not exist in the guest; pick a mounted path", dir)
 	}
 	sys := &syscall.SysProcAttr{Credential: credential(rs)}
+	if sys.Credential != nil && os.Getuid() != 0 {
+		// Checked here: a failed setuid in the child would look like an exec EPERM (126).
+		return nil, fmt.Errorf("guest: running as uid %d cannot switch to uid %d gid %d", os.Getuid(), rs.UID, rs.GID)
+	}
 	p := &process{}
 	var child []*os.File // the command's ends, closed in the parent after start
 	if rs.TTY {

@@ -181,6 +181,7 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 	select {
 	case st := <-p.done:
 		close(exited)
+		s.cfg.Log.Debug("command exited", "status", int(st))
 		exit := exitOf(st)
 		for range 2 {
 			if err := <-copied; err != nil {
@@ -230,6 +231,7 @@ func (s *session) finish(ctx context.Context, exit control.Exit) (control.Exit, 
 	if s.cfg.BeforeExit != nil {
 		s.cfg.BeforeExit()
 	}
+	s.cfg.Log.Debug("sending exit", "code", exit.Code, "signal", exit.Signal)
 	if err := s.ctl.Send(control.Message{Type: control.MsgExit, Exit: &exit}); err != nil {
 		if s.sess.IsClosed() {
 			return exit, nil // the host read the frame and hung up before yamux reported the write

@@ -447,3 +447,34 @@ func TestSessionExitWithOpenOutputEndsAtDeadline(t *testing.T) {
 		t.Fatalf("runSession took %v", d)
 	}
 }
+
+// Unprivileged, pkg/guest refuses another uid up front rather than letting the failed
+// setuid look like a non-executable command.
+func TestSessionOtherUIDWithoutRoot(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("runs only unprivileged; as root the uid switch succeeds")
+	}
+	rs := spec("true")
+	rs.UID, rs.GID = os.Getuid()+1, os.Getgid()+1
+	r := runBoth(t, nil, rs, Stdio{}, sessionHooks{}, guest.Config{})
+	if r.err != nil || r.exit.Code != guest.SetupExitCode || !strings.Contains(r.exit.Error, "cannot switch to uid") {
+		t.Fatalf("exit = %+v, err = %v", r.exit, r.err)
+	}
+}
+
+func TestSessionRunsAsRequestedUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	rs := spec("id", "-u", "-g", "-G")
+	rs.UID, rs.GID, rs.Groups = 65534, 65534, []int{65534, 4242}
+	var out bytes.Buffer
+	rs.Argv = []string{"sh", "-c", "id -u; id -g; id -G"}
+	r := runBoth(t, nil, rs, Stdio{Stdout: &out}, sessionHooks{}, guest.Config{})
+	if r.err != nil || r.exit.Code != 0 {
+		t.Fatalf("exit = %+v, err = %v", r.exit, r.err)
+	}
+	if got := out.String(); got != "65534\n65534\n65534 4242\n" {
+		t.Fatalf("id printed %q", got)
+	}
+}

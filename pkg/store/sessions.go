@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Session maps (folder, topic) to the agent's session id.
+type Session struct {
+	Folder      string `json:"folder"`
+	Topic       string `json:"topic,omitempty"`
+	SessionID   string `json:"session_id"`
+	ParentTopic string `json:"parent_topic,omitempty"`
+}
+
+// GetSession returns the session of (folder, topic).
+func (s *Store) GetSession(ctx context.Context, folder, topic string) (Session, error) {
+	x := Session{Folder: folder, Topic: topic}
+	err := s.db.QueryRowContext(ctx, `SELECT session_id, parent_topic FROM sessions WHERE folder = ? AND topic = ?`, folder, topic).
+		Scan(&x.SessionID, &x.ParentTopic)
+	if errors.Is(err, sql.ErrNoRows) {
+		return x, fmt.Errorf("session %s#%s: %w", folder, topic, ErrNotFound)
+	}
+	return x, err
+}
+
+// EnsureSession returns the session of (folder, topic), creating it with
+// newID when there is none.
+func (s *Store) EnsureSession(ctx context.Context, folder, topic, newID string) (Session, error) {
+	t := now()
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO sessions (folder, topic, session_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (folder, topic) DO UPDATE SET updated_at = excluded.updated_at`, folder, topic, newID, t, t); err != nil {
+		if isForeignKey(err) {
+			return Session{}, fmt.Errorf("folder %q: %w", folder, ErrNotFound)
+		}
+		return Session{}, err
+	}
+	return s.GetSession(ctx, folder, topic)
+}
+
+// InsertSession creates a topic's session; an existing topic is ErrExists.
+func (s *Store) InsertSession(ctx context.Context, x Session) error {
+	t := now()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (folder, topic, session_id, parent_topic, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		x.Folder, x.Topic, x.SessionID, x.ParentTopic, t, t)
+	if isUnique(err) {
+		return fmt.Errorf("session %s#%s: %w", x.Folder, x.Topic, ErrExists)
+	}
+	return err
+}
+
+// AddObserver makes observer's prompts include source's recent messages.
+func (s *Store) AddObserver(ctx context.Context, observer, source string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO observers (observer, source, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+		observer, source, now())
+	if isForeignKey(err) {
+		return fmt.Errorf("observe %s from %s: %w", source, observer, ErrNotFound)
+	}
+	return err
+}
+
+// RemoveObserver stops observing.
+func (s *Store) RemoveObserver(ctx context.Context, observer, source string) error {
+	return affected(s.db.ExecContext(ctx, `DELETE FROM observers WHERE observer = ? AND source = ?`, observer, source))
+}
+
+// Observed lists the folders observer watches.
+func (s *Store) Observed(ctx context.Context, observer string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT source FROM observers WHERE observer = ? ORDER BY source`, observer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var x string
+		if err := rows.Scan(&x); err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
+
+// Adapter is a platform's callback: outbound messages go to <URL>/send.
+type Adapter struct {
+	Platform    string `json:"platform"`
+	CallbackURL string `json:"callback_url"`
+}
+
+// SetAdapter registers or replaces a platform's callback URL.
+func (s *Store) SetAdapter(ctx context.Context, a Adapter) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO adapters (platform, callback_url, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (platform) DO UPDATE SET callback_url = excluded.callback_url`, a.Platform, a.CallbackURL, now())
+	return err
+}
+
+// GetAdapter returns a platform's adapter.
+func (s *Store) GetAdapter(ctx context.Context, platform string) (Adapter, error) {
+	a := Adapter{Platform: platform}
+	err := s.db.QueryRowContext(ctx, `SELECT callback_url FROM adapters WHERE platform = ?`, platform).Scan(&a.CallbackURL)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, fmt.Errorf("adapter %q: %w", platform, ErrNotFound)
+	}
+	return a, err
+}
+
+// DeleteAdapter unregisters a platform.
+func (s *Store) DeleteAdapter(ctx context.Context, platform string) error {
+	return affected(s.db.ExecContext(ctx, `DELETE FROM adapters WHERE platform = ?`, platform))
+}
