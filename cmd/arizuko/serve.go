@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -77,6 +78,9 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", listen, err)
+	}
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() {
+		slog.Warn("api listens beyond loopback without TLS; front it with a TLS proxy", "addr", ln.Addr().String())
 	}
 	url := "http://" + ln.Addr().String()
 	info, _ := json.Marshal(daemonInfo{URL: url, PID: os.Getpid()})

@@ -61,16 +61,24 @@ func mountShare(m control.Mount, target string, readOnly bool) error {
 			data += ",cache=loose"
 		}
 		if err := unix.Mount(m.Tag, target, "9p", flags, data); err != nil {
-			return fmt.Errorf("mount 9p share %q on %s: %w", m.Tag, target, err)
+			return shareErr("9p", m.Tag, target, err)
 		}
 	case "virtiofs":
 		if err := unix.Mount(m.Tag, target, "virtiofs", flags, ""); err != nil {
-			return fmt.Errorf("mount virtiofs share %q on %s: %w", m.Tag, target, err)
+			return shareErr("virtiofs", m.Tag, target, err)
 		}
 	default:
 		return fmt.Errorf("share %q: fstype %q, want 9p or virtiofs", m.Tag, m.FSType)
 	}
 	return nil
+}
+
+func shareErr(fstype, tag, target string, err error) error {
+	// 9p reports an unknown tag as ENOENT, virtio-fs as EINVAL.
+	if (fstype == "9p" && errors.Is(err, unix.ENOENT)) || (fstype == "virtiofs" && errors.Is(err, unix.EINVAL)) {
+		return fmt.Errorf("mount %s share %q on %s: no %s device with that tag is attached to this VM", fstype, tag, target, fstype)
+	}
+	return fmt.Errorf("mount %s share %q on %s: %w", fstype, tag, target, err)
 }
 
 // overlayLower mounts lower share i read-only in the staging area and a tmpfs-backed

@@ -130,3 +130,33 @@ func TestConnMessages(t *testing.T) {
 		t.Fatalf("second message %+v, %v", m, err)
 	}
 }
+
+func TestConnRejectsOversizedMessage(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go func() {
+		// A peer streaming one endless line, never a newline.
+		chunk := []byte(`{"type":"log","text":"` + strings.Repeat("x", 64<<10))
+		for {
+			if _, err := a.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	_, err := NewConn(b).Recv()
+	if !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("err = %v, want ErrMessageTooLarge", err)
+	}
+}
+
+func TestConnReportsEOFAndGarbage(t *testing.T) {
+	for _, in := range []string{"", "not json\n", `{"type":"run"`} {
+		a, b := net.Pipe()
+		go func() { a.Write([]byte(in)); a.Close() }()
+		if _, err := NewConn(b).Recv(); err == nil {
+			t.Errorf("%q: Recv succeeded", in)
+		}
+		b.Close()
+	}
+}

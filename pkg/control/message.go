@@ -3,6 +3,7 @@ package control
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -104,16 +105,24 @@ type Net struct {
 	ProxyListen string `json:"proxy_listen,omitempty"` // proxy-only mode, e.g. 127.0.0.1:3128
 }
 
-// Conn reads and writes Messages on a ctl stream. Send is safe for concurrent use.
+// MaxMessage bounds one ctl message, so a hostile peer cannot make the reader buffer
+// without end. A RunSpec is a few KiB.
+const MaxMessage = 1 << 20
+
+// ErrMessageTooLarge is returned by Recv for a line longer than MaxMessage.
+var ErrMessageTooLarge = errors.New("control: message too large")
+
+// Conn reads and writes Messages on a ctl stream, one JSON object per line. Send is safe
+// for concurrent use.
 type Conn struct {
-	mu  sync.Mutex
-	w   io.Writer
-	dec *json.Decoder
+	mu sync.Mutex
+	w  io.Writer
+	r  *bufio.Reader
 }
 
 // NewConn wraps a ctl stream.
 func NewConn(rw io.ReadWriter) *Conn {
-	return &Conn{w: rw, dec: json.NewDecoder(bufio.NewReader(rw))}
+	return &Conn{w: rw, r: bufio.NewReader(rw)}
 }
 
 // Send writes one message.
@@ -132,8 +141,23 @@ func (c *Conn) Send(m Message) error {
 
 // Recv reads the next message.
 func (c *Conn) Recv() (Message, error) {
+	var line []byte
+	for {
+		chunk, err := c.r.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxMessage {
+			return Message{}, fmt.Errorf("%w: over %d bytes", ErrMessageTooLarge, MaxMessage)
+		}
+		line = append(line, chunk...)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return Message{}, fmt.Errorf("control: recv: %w", err)
+	}
 	var m Message
-	if err := c.dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(line, &m); err != nil {
 		return Message{}, fmt.Errorf("control: recv: %w", err)
 	}
 	return m, nil

@@ -17,18 +17,21 @@ import (
 const outputLinger = 500 * time.Millisecond
 
 // copyOutput copies the command's output to dst until EOF, or until the command has
-// exited and the source stayed idle for outputLinger.
+// exited and the source stayed idle for outputLinger. If dst fails (the host stopped
+// reading) the rest is drained and dropped, so the command never blocks on a full pipe;
+// the first write error is returned.
 func copyOutput(dst io.Writer, src *os.File, exited <-chan struct{}) error {
 	go func() {
 		<-exited
 		_ = src.SetReadDeadline(time.Now().Add(outputLinger))
 	}()
+	var werr error
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return werr
+			if werr == nil {
+				_, werr = dst.Write(buf[:n])
 			}
 			select {
 			case <-exited:
@@ -41,11 +44,11 @@ func copyOutput(dst io.Writer, src *os.File, exited <-chan struct{}) error {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			select {
 			case <-exited:
-				return nil
+				return werr
 			default: // a deadline from before the exit was noticed; keep reading
 			}
 		case err == io.EOF, errors.Is(err, syscall.EIO): // EIO: the pty's last slave closed
-			return nil
+			return werr
 		default:
 			return err
 		}

@@ -104,7 +104,10 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		src := streams[i+1]
 		copies.Go(func() {
 			if _, err := io.Copy(w, src); err != nil {
+				// Keep reading so the guest is not blocked on a full window, as a
+				// command writing into a closed pipe would not hang either.
 				h.Log.Debug("session output copy", "err", err)
+				_, _ = io.Copy(io.Discard, src)
 			}
 		})
 	}

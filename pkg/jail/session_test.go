@@ -466,15 +466,27 @@ func TestSessionRunsAsRequestedUser(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to switch users")
 	}
-	rs := spec("id", "-u", "-g", "-G")
+	rs := spec("sh", "-c", "id -u; id -g; id -G")
 	rs.UID, rs.GID, rs.Groups = 65534, 65534, []int{65534, 4242}
 	var out bytes.Buffer
-	rs.Argv = []string{"sh", "-c", "id -u; id -g; id -G"}
 	r := runBoth(t, nil, rs, Stdio{Stdout: &out}, sessionHooks{}, guest.Config{})
 	if r.err != nil || r.exit.Code != 0 {
 		t.Fatalf("exit = %+v, err = %v", r.exit, r.err)
 	}
 	if got := out.String(); got != "65534\n65534\n65534 4242\n" {
 		t.Fatalf("id printed %q", got)
+	}
+}
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("reader went away") }
+
+// A host whose stdout fails (crackbox run ... | head -1) must not leave the command
+// blocked on a full pipe in the guest.
+func TestSessionFailingStdoutDoesNotBlockCommand(t *testing.T) {
+	r := runBoth(t, nil, spec("head", "-c", "4000000", "/dev/zero"), Stdio{Stdout: failingWriter{}}, sessionHooks{}, guest.Config{})
+	if r.err != nil || r.exit.Code != 0 {
+		t.Fatalf("exit = %+v, err = %v", r.exit, r.err)
 	}
 }

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -10,7 +12,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/router"
 )
 
-// benchPolicy builds 50 routes and ~200 grant rows over 50 folders.
+// benchTables builds 50 routes and ~200 grant rows over 50 folders.
 func benchTables(b *testing.B) (*router.Table, *acl.Policy) {
 	var routes []router.Route
 	var rows []acl.Grant
@@ -37,6 +39,7 @@ func benchTables(b *testing.B) (*router.Table, *acl.Policy) {
 // BenchmarkResolveAuthorize is the pure hot path of an inbound message and a
 // tool call: resolve against 50 routes, then decide against ~200 rows.
 func BenchmarkResolveAuthorize(b *testing.B) {
+	quiet()
 	t, p := benchTables(b)
 	now := time.Now()
 	b.ReportAllocs()
@@ -56,6 +59,7 @@ func BenchmarkResolveAuthorize(b *testing.B) {
 // BenchmarkLocalResolveAuthorize adds the store: the chat's engagement
 // lookup and the cached policy through the gate.
 func BenchmarkLocalResolveAuthorize(b *testing.B) {
+	quiet()
 	l, admin := newLocal(b, nil)
 	mustFolders(b, l, admin, "corp")
 	for i := 0; i < 50; i++ {
@@ -79,3 +83,6 @@ func BenchmarkLocalResolveAuthorize(b *testing.B) {
 		}
 	}
 }
+
+// quiet keeps log lines out of the benchmark result lines.
+func quiet() { slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) }

@@ -57,6 +57,11 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Messages and sealed secrets live here: owner-only, whatever the umask.
+	if err := os.Chmod(dbPath, 0o600); err != nil {
+		st.Close()
+		return nil, err
+	}
 	l := &Local{st: st, opts: o}
 	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit}
 	return l, nil

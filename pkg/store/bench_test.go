@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 // BenchmarkPutMessage is inbound messages persisted (committed with
 // synchronous=FULL) one after another.
 func BenchmarkPutMessage(b *testing.B) {
+	quiet()
 	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -29,6 +32,7 @@ func BenchmarkPutMessage(b *testing.B) {
 // BenchmarkPutMessageParallel is the same with concurrent writers, as many
 // adapters posting at once would be.
 func BenchmarkPutMessageParallel(b *testing.B) {
+	quiet()
 	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"))
 	if err != nil {
 		b.Fatal(err)
@@ -49,3 +53,6 @@ func BenchmarkPutMessageParallel(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
+
+// quiet keeps log lines out of the benchmark result lines.
+func quiet() { slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) }

@@ -101,8 +101,8 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 	return out, rows.Err()
 }
 
-// DeleteFolder removes a folder that has no children, with its membership
-// edges, network rules, sessions and observers.
+// DeleteFolder removes a folder that has no children, with its grants,
+// membership edges, secrets, network rules, sessions and observers.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
@@ -117,7 +117,17 @@ func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 		if err := affected(tx.ExecContext(ctx, `DELETE FROM folders WHERE path = ?`, path)); err != nil {
 			return fmt.Errorf("folder %q: %w", path, err)
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM acl_membership WHERE member = ?`, "folder:"+path)
+		// A folder later re-created under the same name starts clean: no
+		// grants, memberships or secrets left over from the old tenant.
+		for _, q := range []string{
+			`DELETE FROM acl_membership WHERE member = ?`,
+			`DELETE FROM acl WHERE principal = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, "folder:"+path); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope_kind = 'folder' AND scope_id = ?`, path)
 		return err
 	})
 }

@@ -147,11 +147,23 @@ func TestFoldersTree(t *testing.T) {
 		t.Fatalf("delete with children: %v", err)
 	}
 	// corp/engx is not a child of corp/eng, and '_' / '%' are not wildcards.
+	if _, err := s.InsertGrant(ctx, acl.Grant{Principal: "folder:corp/eng/sre", Action: "mcp:send", Scope: "corp", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSecret(ctx, SecretRow{ScopeKind: "folder", ScopeID: "corp/eng/sre", Name: "K", Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteFolder(ctx, "corp/eng/sre"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteFolder(ctx, "corp/eng"); err != nil {
 		t.Fatalf("corp/engx counted as a child: %v", err)
+	}
+	if g, _ := s.ListGrants(ctx, "folder:corp/eng/sre"); len(g) != 0 {
+		t.Fatalf("grants of a deleted folder kept: %+v", g)
+	}
+	if n, _ := s.ListSecretNames(ctx, "folder", "corp/eng/sre"); len(n) != 0 {
+		t.Fatalf("secrets of a deleted folder kept: %+v", n)
 	}
 	if err := s.DeleteFolder(ctx, "corp/eng"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)

@@ -1,0 +1,163 @@
+package gated
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+type sourceIn struct {
+	Source string `json:"source"`
+}
+
+type registerIn struct {
+	Folder  string `json:"folder"`
+	ChatJID string `json:"chat_jid"`
+}
+
+type forkIn struct {
+	Parent string `json:"parent"`
+	Child  string `json:"child"`
+}
+
+// RegisterSeq is the route seq register_group gives a new child's route.
+const RegisterSeq = 100
+
+func (h *handler) registerGroups(srv *mcp.Server) {
+	add(srv, "observe_group", "Include another folder's recent messages in this folder's prompts.", schema("source:string"),
+		func(ctx context.Context, in sourceIn) (string, error) {
+			if err := folder.Validate(in.Source); err != nil {
+				return "", err
+			}
+			if err := h.check(ctx, "observe_group", in.Source); err != nil {
+				return "", err
+			}
+			if err := h.s.o.Store.AddObserver(ctx, h.t.Folder, in.Source); err != nil {
+				return "", err
+			}
+			return "observing " + in.Source, nil
+		})
+	add(srv, "unobserve_group", "Stop observing a folder.", schema("source:string"),
+		func(ctx context.Context, in sourceIn) (string, error) {
+			if err := folder.Validate(in.Source); err != nil {
+				return "", err
+			}
+			if err := h.check(ctx, "unobserve_group", in.Source); err != nil {
+				return "", err
+			}
+			if err := h.s.o.Store.RemoveObserver(ctx, h.t.Folder, in.Source); err != nil {
+				return "", fmt.Errorf("not observing %s: %w", in.Source, err)
+			}
+			return "stopped observing " + in.Source, nil
+		})
+	add(srv, "register_group", "Create a child folder and route a chat to it.", schema("folder:string", "chat_jid:string"),
+		func(ctx context.Context, in registerIn) (string, error) {
+			if err := folder.Validate(in.Folder); err != nil {
+				return "", err
+			}
+			if err := validChat(in.ChatJID); err != nil {
+				return "", err
+			}
+			if strings.ContainsAny(in.ChatJID, "*?[] \t") {
+				return "", fmt.Errorf("chat_jid %q: glob characters and spaces are not allowed here: %w", in.ChatJID, ErrInvalid)
+			}
+			if err := h.check(ctx, "register_group", in.Folder); err != nil {
+				return "", err
+			}
+			self, err := h.s.o.Store.GetFolder(ctx, h.t.Folder)
+			if err != nil {
+				return "", err
+			}
+			if _, err := h.s.o.Control.AddFolder(admin(ctx), store.Folder{Path: in.Folder, AgentCommand: self.AgentCommand}); err != nil {
+				return "", err
+			}
+			r, err := h.s.o.Control.AddRoute(admin(ctx), router.Route{Seq: RegisterSeq, Match: "chat_jid=" + in.ChatJID, Target: in.Folder})
+			if err != nil {
+				return "", fmt.Errorf("folder %s created, route failed: %w", in.Folder, err)
+			}
+			return fmt.Sprintf("created %s with route %d", in.Folder, r.ID), nil
+		})
+	add(srv, "fork_topic", "Start a topic with a fresh session and a copy of the parent topic's session state.",
+		schema("parent:string", "child:string"),
+		func(ctx context.Context, in forkIn) (string, error) {
+			if in.Child == "" || strings.ContainsAny(in.Child, "#/\\\x00") || len(in.Child) > 64 {
+				return "", fmt.Errorf("child topic %q: want 1..64 characters without #, / or \\: %w", in.Child, ErrInvalid)
+			}
+			if err := h.check(ctx, "fork_topic", h.t.Folder); err != nil {
+				return "", err
+			}
+			parent, err := h.s.o.Store.GetSession(ctx, h.t.Folder, in.Parent)
+			if err != nil {
+				return "", err
+			}
+			id := NewSessionID()
+			if err := h.s.o.Store.InsertSession(ctx, store.Session{Folder: h.t.Folder, Topic: in.Child, SessionID: id, ParentTopic: in.Parent}); err != nil {
+				return "", err
+			}
+			if err := copySessionState(h.s.o.DataDir, h.t.Folder, parent.SessionID, id); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("topic %s has session %s", in.Child, id), nil
+		})
+}
+
+// NewSessionID returns a random session id.
+func NewSessionID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// SessionDir is where an agent keeps a session's state inside its folder
+// (the guest sees it under $HOME/.arizuko/sessions/<id>).
+func SessionDir(dataDir, f, id string) (string, error) {
+	p, err := folder.Path(dataDir, f)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(p, ".arizuko", "sessions", id), nil
+}
+
+// copySessionState copies regular files of the parent session's directory;
+// symlinks and special files written by the guest are skipped, never followed.
+func copySessionState(dataDir, f, from, to string) error {
+	src, err := SessionDir(dataDir, f, from)
+	if err != nil {
+		return err
+	}
+	dst, err := SessionDir(dataDir, f, to)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
+		return nil // no state yet
+	}
+	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(target, 0o750)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, b, 0o640)
+		}
+		return nil
+	})
+}
