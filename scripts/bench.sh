@@ -4,7 +4,7 @@
 # connection (bench/proxybench), with the same one-name allowlist for all,
 # and writes the report to $BENCH_OUT/proxy.md (default bin/bench).
 #
-# Knobs (environment): BENCH_OUT, BENCH_BYTES, BENCH_THROUGHPUT_ROUNDS, BENCH_TUNNELS, BENCH_CONCURRENCY,
+# Knobs (environment): BENCH_OUT, BENCH_REPEAT, BENCH_BYTES, BENCH_TUNNELS, BENCH_CONCURRENCY,
 # BENCH_LATENCY_TUNNELS, BENCH_IDLE_TUNNELS, BENCH_PORT_BASE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -163,7 +163,7 @@ bench_proxy() {
 
   local rev
   rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  git diff --quiet HEAD 2>/dev/null || rev="$rev+dirty"
+  git diff --quiet HEAD -- cmd/crackbox pkg 2>/dev/null || rev="$rev+dirty"
   notes+=("Versions: crackbox $rev, $(squid -v | head -1 | sed 's/ Cache: Version//'), $(tinyproxy -v 2>&1 | head -1)")
   notes+=("Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)")
   local args=()
@@ -177,7 +177,7 @@ bench_proxy() {
     -target "squid=127.0.0.1:$SQUID_PORT,pid=$sq,host=$HOST" \
     -target "tinyproxy=127.0.0.1:$TINYPROXY_PORT,pid=$tp,host=$tphost" \
     -subject crackbox \
-    -bytes "${BENCH_BYTES:-1073741824}" -throughput-rounds "${BENCH_THROUGHPUT_ROUNDS:-3}" \
+    -repeat "${BENCH_REPEAT:-5}" -bytes "${BENCH_BYTES:-1073741824}" \
     -tunnels "${BENCH_TUNNELS:-5000}" -rate-rounds 10 \
     -concurrency "${BENCH_CONCURRENCY:-64}" \
     -latency-tunnels "${BENCH_LATENCY_TUNNELS:-1000}" \

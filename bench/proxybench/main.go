@@ -9,11 +9,8 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -73,7 +70,8 @@ func main() {
 	flag.Var(&notes, "note", "line added to the report header (repeatable)")
 	subject := flag.String("subject", "crackbox", "target the issue's goals apply to")
 	bytes := flag.Int64("bytes", 1<<30, "size of the throughput transfer")
-	tputRounds := flag.Int("throughput-rounds", 1, "throughput transfers per target; the best counts")
+	repeat := flag.Int("repeat", 3, "full runs of the throughput, rate and latency phases; the report shows medians")
+	tputRounds := flag.Int("throughput-rounds", 1, "throughput transfers per target and run; the best counts")
 	tunnels := flag.Int("tunnels", 5000, "short tunnels per target in the rate phase")
 	rateRounds := flag.Int("rate-rounds", 5, "slices the rate phase is cut into, rotating targets")
 	conc := flag.Int("concurrency", 64, "concurrent clients in the rate and idle phases")
@@ -89,7 +87,7 @@ func main() {
 
 	if err := run(opts{
 		upstream: *upstreamAddr, targets: targets, notes: notes, subject: *subject,
-		bytes: *bytes, tputRounds: *tputRounds, tunnels: *tunnels, rateRounds: *rateRounds,
+		repeat: *repeat, bytes: *bytes, tputRounds: *tputRounds, tunnels: *tunnels, rateRounds: *rateRounds,
 		conc: *conc, seqN: *seqN, idleN: *idleN, idleGoal: *idleGoal, settle: *settle, opTimeout: *opTimeout,
 		mdPath: *mdPath, jsonPath: *jsonPath, command: *command,
 	}); err != nil {
@@ -104,106 +102,10 @@ type opts struct {
 	notes                     []string
 	subject                   string
 	bytes                     int64
-	tputRounds, tunnels       int
+	repeat, tputRounds        int
+	tunnels                   int
 	rateRounds, conc          int
 	seqN, idleN, idleGoal     int
 	settle, opTimeout         time.Duration
 	mdPath, jsonPath, command string
-}
-
-func run(o opts) error {
-	if o.idleGoal <= 0 {
-		o.idleGoal = o.idleN
-	}
-	if len(o.targets) == 0 {
-		return errors.New("no -target given: pass at least -target direct")
-	}
-	if o.bytes <= 0 || o.tunnels <= 0 || o.conc <= 0 || o.rateRounds <= 0 || o.tputRounds <= 0 {
-		return errors.New("-bytes, -tunnels, -concurrency, -rate-rounds and -throughput-rounds must be positive")
-	}
-	up, err := startUpstream(o.upstream)
-	if err != nil {
-		return fmt.Errorf("upstream: %w", err)
-	}
-	defer up.close()
-	b := &bench{upstream: o.upstream, up: up, opTimeout: o.opTimeout, concurrency: o.conc}
-	rs := make([]*result, len(o.targets))
-	for i, t := range o.targets {
-		rs[i] = &result{Target: t}
-	}
-	start := time.Now()
-	step := func(name string) { slog.Info("phase", "name", name, "elapsed", time.Since(start).Round(time.Second)) }
-
-	step("warm-up")
-	for _, r := range rs {
-		b.checkDeny(r, "not-allowed.test")
-		b.warm(r, 100)
-	}
-	step("throughput")
-	for round := 0; round < o.tputRounds; round++ {
-		for _, r := range rs {
-			b.throughput(r, o.bytes)
-			slog.Info("throughput", "target", r.Target.Name, "mib_s", fmt.Sprintf("%.0f", r.ThroughputMiBs))
-		}
-	}
-	step("tunnel rate")
-	accs := make([]rateAcc, len(rs))
-	for round := 0; round < o.rateRounds; round++ {
-		n := o.tunnels / o.rateRounds
-		if round == o.rateRounds-1 {
-			n = o.tunnels - n*(o.rateRounds-1)
-		}
-		for i, r := range rs {
-			b.rate(r, n, &accs[i])
-		}
-	}
-	for i, r := range rs {
-		r.setRate(&accs[i])
-		slog.Info("tunnel rate", "target", r.Target.Name, "per_s", fmt.Sprintf("%.0f", r.RatePerSec), "errors", r.RateErrors)
-	}
-	if o.seqN > 0 {
-		step("latency")
-		b.sequential(rs, o.seqN)
-	}
-	if o.idleN > 0 {
-		step("idle tunnels")
-		for _, r := range rs {
-			if r.Target.direct() {
-				continue
-			}
-			b.idle(r, o.idleN, o.settle)
-			slog.Info("idle", "target", r.Target.Name, "opened", r.IdleOpened, "rss_mib", fmt.Sprintf("%.1f", r.RSSIdleMiB))
-			time.Sleep(time.Second) // let the proxy finish closing before the next one starts
-		}
-	}
-
-	info := runInfo{
-		Date: start.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(),
-		Command: o.command, Notes: o.notes, Subject: o.subject,
-		Bytes: o.bytes, Tunnels: o.tunnels, Conc: o.conc, SeqN: o.seqN, Idle: o.idleN, IdleGoal: o.idleGoal,
-		Duration: time.Since(start).Round(time.Second).String(),
-	}
-	vs := verdicts(rs, o.subject, o.idleGoal)
-	writeMarkdown(os.Stdout, info, rs, vs)
-	if o.mdPath != "" {
-		f, err := os.Create(o.mdPath)
-		if err != nil {
-			return err
-		}
-		writeMarkdown(f, info, rs, vs)
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	if o.jsonPath != "" {
-		out, _ := json.MarshalIndent(struct {
-			Info     runInfo   `json:"info"`
-			Results  []*result `json:"results"`
-			Verdicts []verdict `json:"verdicts"`
-		}{info, rs, vs}, "", "  ")
-		if err := os.WriteFile(o.jsonPath, append(out, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -51,6 +51,12 @@ func TestPercentile(t *testing.T) {
 	if got := percentile(ds, 99); got != 99 {
 		t.Errorf("p99 = %d, want 99", got)
 	}
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3 = %v, want 2", got)
+	}
+	if got := median([]time.Duration{4, 1, 3, 2}); got != 2 {
+		t.Errorf("median of 4 = %v, want 2 (integer mean of 2 and 3)", got)
+	}
 	if got := percentile(nil, 99); got != 0 {
 		t.Errorf("p99 of nothing = %d, want 0", got)
 	}

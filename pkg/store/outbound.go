@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Outbound is a message a turn sends to a user, held until an adapter takes it.
@@ -45,6 +46,10 @@ func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
 			if err := tx.QueryRowContext(ctx, `SELECT platform FROM chats WHERE jid = ?`, o.ChatJID).Scan(&o.Platform); err != nil {
 				return err
 			}
+		}
+		if o.Platform == "" {
+			// A chat first named by an agent: its jid is "<platform>:<id>".
+			o.Platform, _, _ = strings.Cut(o.ChatJID, ":")
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO messages (chat_jid, platform, sender, text, reply_to, folder, topic, how,
 			direction, status, attempts, next_attempt_at, turn_id, created_at)

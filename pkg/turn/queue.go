@@ -1,0 +1,285 @@
+// Package turn runs agent turns: a queue with one worker per folder (a folder
+// has at most one live guest), an instance-wide cap on live guests with
+// backoff, and runTurn, which builds the prompt, binds the folder's MCP
+// socket and runs the agent through a Runner, retrying what a retry can fix.
+// Turns and their claimed messages live in the store, so a daemon that dies
+// mid-turn runs the turn again when it starts.
+package turn
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// Defaults.
+const (
+	DefaultMaxGuests       = 5
+	DefaultBackoffMin      = 4 * time.Second
+	DefaultBackoffMax      = time.Minute
+	DefaultMaxRetries      = 3
+	DefaultRetryDelay      = 2 * time.Second
+	DefaultSweep           = 5 * time.Second
+	DefaultGuestHome       = "/home/node"
+	DefaultObserveMessages = 20
+	DefaultObserveChars    = 4000
+)
+
+// Control is what the queue needs from the service in the same process.
+type Control interface {
+	EffectiveAllowlist(ctx context.Context, folder string) ([]string, error)
+	FolderSecrets(ctx context.Context, folder string) (map[string]string, error)
+}
+
+// Options configure a Queue.
+type Options struct {
+	Store   *store.Store
+	Gate    *acl.Gate
+	Control Control
+	Gated   *gated.Server
+	Runner  Runner
+	DataDir string
+
+	MaxGuests  int           // live guests for the instance; 0 = DefaultMaxGuests
+	BackoffMin time.Duration // first wait for a guest slot, doubling; 0 = DefaultBackoffMin
+	BackoffMax time.Duration // 0 = DefaultBackoffMax
+	MaxRetries int           // retries of a failed turn; 0 = DefaultMaxRetries, <0 = none
+	RetryDelay time.Duration // 0 = DefaultRetryDelay
+	Sweep      time.Duration // how often to look for work nobody announced; 0 = DefaultSweep
+	GuestHome  string        // 0 = DefaultGuestHome
+
+	ObserveMessages int // per observed folder; 0 = DefaultObserveMessages
+	ObserveChars    int // all observed context; 0 = DefaultObserveChars
+	// CredentialKeys are folder secrets the agent always gets (its model
+	// credential), on top of those named by shell:env:<KEY> grants.
+	CredentialKeys []string
+	Log            *slog.Logger
+}
+
+// Queue schedules turns.
+type Queue struct {
+	o     Options
+	slots chan struct{}
+
+	mu      sync.Mutex
+	workers map[string]chan struct{} // folder → kick
+	wg      sync.WaitGroup
+	ctx     context.Context
+	waiting map[string]bool // folders waiting for a guest slot
+}
+
+// New returns a Queue; call Run.
+func New(o Options) *Queue {
+	if o.MaxGuests <= 0 {
+		o.MaxGuests = DefaultMaxGuests
+	}
+	if o.BackoffMin <= 0 {
+		o.BackoffMin = DefaultBackoffMin
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = DefaultBackoffMax
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = DefaultMaxRetries
+	} else if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = DefaultRetryDelay
+	}
+	if o.Sweep <= 0 {
+		o.Sweep = DefaultSweep
+	}
+	if o.GuestHome == "" {
+		o.GuestHome = DefaultGuestHome
+	}
+	if o.ObserveMessages <= 0 {
+		o.ObserveMessages = DefaultObserveMessages
+	}
+	if o.ObserveChars <= 0 {
+		o.ObserveChars = DefaultObserveChars
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Queue{o: o, slots: make(chan struct{}, o.MaxGuests), workers: map[string]chan struct{}{}, waiting: map[string]bool{}}
+}
+
+// Run sweeps for work (at start, which re-runs turns a dead daemon left, and
+// every Sweep) until ctx ends, then waits for the workers: a turn cut off by
+// the shutdown stays open in the store and runs again at the next start.
+func (q *Queue) Run(ctx context.Context) {
+	q.mu.Lock()
+	q.ctx = ctx
+	q.mu.Unlock()
+	t := time.NewTicker(q.o.Sweep)
+	defer t.Stop()
+	for {
+		q.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			q.wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (q *Queue) sweep(ctx context.Context) {
+	work, err := q.o.Store.PendingWork(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.o.Log.Error("turn sweep", "err", err)
+		}
+		return
+	}
+	for _, w := range work {
+		q.Kick(w.Folder)
+	}
+}
+
+// Kick tells the folder's worker there is work, starting it if needed.
+// Before Run it does nothing: Run's first sweep finds the work.
+func (q *Queue) Kick(folder string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ctx == nil || q.ctx.Err() != nil {
+		return
+	}
+	if k, ok := q.workers[folder]; ok {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
+		return
+	}
+	k := make(chan struct{}, 1)
+	q.workers[folder] = k
+	q.wg.Add(1)
+	go q.work(q.ctx, folder, k)
+}
+
+// Waiting reports the folders whose next turn waits for a guest slot.
+func (q *Queue) Waiting() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for f := range q.waiting {
+		out = append(out, f)
+	}
+	return out
+}
+
+// work runs the folder's turns one after another until none is left.
+func (q *Queue) work(ctx context.Context, folder string, kick chan struct{}) {
+	defer q.wg.Done()
+	for {
+		did, err := q.step(ctx, folder)
+		if err != nil && ctx.Err() == nil {
+			q.o.Log.Error("turn worker", "folder", folder, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(q.o.RetryDelay):
+			}
+		}
+		if ctx.Err() != nil {
+			q.mu.Lock()
+			delete(q.workers, folder)
+			q.mu.Unlock()
+			return
+		}
+		if did || err != nil {
+			continue
+		}
+		q.mu.Lock()
+		select {
+		case <-kick:
+			q.mu.Unlock()
+			continue
+		default:
+			delete(q.workers, folder)
+			q.mu.Unlock()
+			return
+		}
+	}
+}
+
+// step runs one turn of the folder, if there is one: an open turn first,
+// else a new turn claiming the oldest topic's unclaimed messages.
+func (q *Queue) step(ctx context.Context, folder string) (bool, error) {
+	open, err := q.o.Store.OpenTurns(ctx, folder)
+	if err != nil {
+		return false, err
+	}
+	var t store.Turn
+	if len(open) > 0 {
+		t = open[0]
+	} else {
+		work, err := q.o.Store.PendingWork(ctx)
+		if err != nil {
+			return false, err
+		}
+		found := false
+		for _, w := range work {
+			if w.Folder != folder {
+				continue
+			}
+			msgs, err := q.o.Store.PendingInbound(ctx, folder, w.Topic, 200)
+			if err != nil {
+				return false, err
+			}
+			if len(msgs) == 0 {
+				continue
+			}
+			if t, err = q.o.Store.CreateTurn(ctx, folder, w.Topic, msgs[0].ID, msgs[len(msgs)-1].ID); err != nil {
+				return false, err
+			}
+			found = true
+			break
+		}
+		if !found {
+			return false, nil
+		}
+	}
+	release, err := q.acquire(ctx, folder)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	q.runTurn(ctx, t)
+	return true, nil
+}
+
+// acquire takes a guest slot, waiting with backoff while the instance is at
+// its cap; the turn stays queued meanwhile, never dropped.
+func (q *Queue) acquire(ctx context.Context, folder string) (func(), error) {
+	wait := q.o.BackoffMin
+	for {
+		select {
+		case q.slots <- struct{}{}:
+			q.mu.Lock()
+			delete(q.waiting, folder)
+			q.mu.Unlock()
+			return func() { <-q.slots }, nil
+		default:
+		}
+		q.mu.Lock()
+		q.waiting[folder] = true
+		q.mu.Unlock()
+		q.o.Log.Info("turn waits for a guest slot", "folder", folder, "cap", q.o.MaxGuests, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			q.mu.Lock()
+			delete(q.waiting, folder)
+			q.mu.Unlock()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, q.o.BackoffMax)
+	}
+}

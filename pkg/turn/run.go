@@ -1,0 +1,241 @@
+package turn
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// ErrNoAgent is a folder without an agent command.
+var ErrNoAgent = errors.New("folder has no agent command")
+
+// maxOutput bounds the agent output kept in the error of a failed turn.
+const maxOutput = 2048
+
+// runTurn runs t until it is done, failed for good, or the daemon stops.
+func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
+	log := q.o.Log.With("turn", t.ID, "folder", t.Folder, "topic", t.Topic)
+	if t.Status == store.TurnRunning {
+		// A daemon died during this turn. If it already answered, running it
+		// again would answer twice.
+		if outs, err := q.o.Store.TurnOutbound(ctx, t.ID); err == nil && len(outs) > 0 {
+			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnDone, Outcome: "replied before a daemon restart"}, log)
+			return
+		}
+		log.Info("turn runs again after a daemon restart", "attempts", t.Attempts)
+	}
+	for {
+		if t.Attempts > q.o.MaxRetries {
+			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnFailed, Error: fmt.Sprintf("gave up after %d attempts", t.Attempts)}, log)
+			return
+		}
+		start := time.Now()
+		res, out, err := q.attempt(ctx, t)
+		t.Attempts++
+		if ctx.Err() != nil {
+			log.Info("turn cut off by shutdown; it runs again at the next start")
+			return
+		}
+		replied := false
+		if outs, oerr := q.o.Store.TurnOutbound(ctx, t.ID); oerr == nil && len(outs) > 0 {
+			replied = true
+		}
+		exit := res.Exit
+		end := store.TurnEnd{ExitCode: &exit, Egress: res.Egress}
+		log.Info("turn attempt ended", "attempt", t.Attempts, "exit", exit, "replied", replied, "took", time.Since(start).Round(time.Millisecond), "err", err)
+		switch {
+		case errors.Is(err, ErrTerminal) || errors.Is(err, ErrNoAgent):
+			end.Status, end.Error = store.TurnFailed, err.Error()
+			if errors.Is(err, ErrNoAgent) {
+				end.ExitCode = nil
+			}
+		case err == nil && exit == 0:
+			end.Status, end.Outcome = store.TurnDone, "ok"
+			if !replied {
+				end.Outcome = "ok, no reply"
+			}
+		case replied:
+			// Retrying would answer twice; the reply is what the user wanted.
+			end.Status, end.Outcome = store.TurnDone, fmt.Sprintf("replied, then exit %d", exit)
+			end.Error = errText(err, out)
+		case t.Attempts > q.o.MaxRetries:
+			end.Status, end.Error = store.TurnFailed, fmt.Sprintf("after %d attempts: %s", t.Attempts, errText(err, out))
+		default:
+			if rerr := q.o.Store.RequeueTurn(ctx, t.ID, errText(err, out)); rerr != nil {
+				log.Error("requeue turn", "err", rerr)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(q.o.RetryDelay):
+			}
+			continue
+		}
+		q.finish(ctx, t.ID, end, log)
+		return
+	}
+}
+
+func (q *Queue) finish(ctx context.Context, id int64, e store.TurnEnd, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}) {
+	if err := q.o.Store.FinishTurn(ctx, id, e); err != nil {
+		log.Error("finish turn", "err", err)
+		return
+	}
+	log.Info("turn finished", "status", e.Status, "outcome", e.Outcome, "error", e.Error)
+}
+
+func errText(err error, out []byte) string {
+	var parts []string
+	if err != nil {
+		parts = append(parts, err.Error())
+	}
+	if len(out) > 0 {
+		if len(out) > maxOutput {
+			out = out[len(out)-maxOutput:]
+		}
+		parts = append(parts, "output: "+strings.TrimSpace(string(out)))
+	}
+	if len(parts) == 0 {
+		return "agent exited with an error"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// limitBuf keeps the last part of what the agent writes.
+type limitBuf struct{ bytes.Buffer }
+
+func (b *limitBuf) Write(p []byte) (int, error) {
+	n := len(p)
+	b.Buffer.Write(p)
+	if b.Len() > 4*maxOutput {
+		keep := b.Bytes()[b.Len()-maxOutput:]
+		nb := append([]byte(nil), keep...)
+		b.Reset()
+		b.Buffer.Write(nb)
+	}
+	return n, nil
+}
+
+// attempt runs the agent once.
+func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, error) {
+	f, err := q.o.Store.GetFolder(ctx, t.Folder)
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
+	}
+	if len(f.AgentCommand) == 0 {
+		return Result{}, nil, fmt.Errorf("%s: %w; set one with `arizuko folder add %s --agent CMD`", t.Folder, ErrNoAgent, t.Folder)
+	}
+	sess, err := q.o.Store.EnsureSession(ctx, t.Folder, t.Topic, gated.NewSessionID())
+	if err != nil {
+		return Result{}, nil, err
+	}
+	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
+		return Result{}, nil, err
+	}
+	msgs, err := q.o.Store.TurnMessages(ctx, t)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	var chat, replyTo string
+	if len(msgs) > 0 {
+		chat, replyTo = msgs[len(msgs)-1].ChatJID, msgs[len(msgs)-1].PlatformID
+	}
+	prompt, err := q.prompt(ctx, t, msgs)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	allowList, err := q.o.Control.EffectiveAllowlist(ctx, t.Folder)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	env, err := q.env(ctx, t, sess.SessionID, chat)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	home, err := folder.Ensure(q.o.DataDir, t.Folder)
+	if err != nil {
+		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
+	}
+	// The socket is bound before the guest starts, so the agent finds it at once.
+	ln, err := q.o.Gated.Listen(ctx, gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo})
+	if err != nil {
+		return Result{}, nil, err
+	}
+	defer ln.Close()
+	var out limitBuf
+	res, err := q.o.Runner.Run(ctx, Job{
+		Turn: t, Argv: f.AgentCommand, Env: env, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
+		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
+	})
+	return res, out.Bytes(), err
+}
+
+func (q *Queue) prompt(ctx context.Context, t store.Turn, msgs []store.Message) (string, error) {
+	sources, err := q.o.Store.Observed(ctx, t.Folder)
+	if err != nil {
+		return "", err
+	}
+	var obs []Observed
+	for _, s := range sources {
+		ms, err := q.o.Store.RecentFolderMessages(ctx, s, q.o.ObserveMessages)
+		if err != nil {
+			return "", err
+		}
+		obs = append(obs, Observed{Folder: s, Messages: ms})
+	}
+	return BuildPrompt(t, msgs, obs, q.o.ObserveChars), nil
+}
+
+// env is the agent's environment: the turn's identity, and only the folder
+// secrets a shell:env:<KEY> grant names (plus the model credential keys).
+func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]string, error) {
+	env := []string{
+		"ARIZUKO_FOLDER=" + t.Folder,
+		"ARIZUKO_TOPIC=" + t.Topic,
+		fmt.Sprintf("ARIZUKO_TURN=%d", t.ID),
+		"ARIZUKO_SESSION=" + session,
+		"ARIZUKO_CHAT=" + chat,
+		"ARIZUKO_MCP_SOCKET=" + gated.GuestSocket,
+	}
+	secrets, err := q.o.Control.FolderSecrets(ctx, t.Folder)
+	if errors.Is(err, service.ErrUnavailable) {
+		return env, nil // no key ring: no secrets to pass
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(secrets) == 0 {
+		return env, nil
+	}
+	p, err := q.o.Gate.Policy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cred := map[string]bool{}
+	for _, k := range q.o.CredentialKeys {
+		cred[k] = true
+	}
+	keys := make([]string, 0, len(secrets))
+	for k := range secrets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if cred[k] || p.Decide("folder:"+t.Folder, "shell:env:"+k, t.Folder).Allow {
+			env = append(env, k+"="+secrets[k])
+		}
+	}
+	return env, nil
+}

@@ -1,0 +1,143 @@
+package turn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
+	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// ErrTerminal marks a failure a retry cannot fix: the VMM does not start,
+// the agent command is missing, the folder has no agent.
+var ErrTerminal = errors.New("terminal turn failure")
+
+// Job is one attempt of a turn, everything the runner needs.
+type Job struct {
+	Turn      store.Turn
+	Argv      []string
+	Env       []string // KEY=VALUE, already filtered by grants
+	Prompt    string   // the agent's stdin
+	HostHome  string   // the folder directory on the host
+	GuestHome string   // where the guest sees it, and HOME
+	Allow     []string // effective allowlist
+	// Socket is the folder's bound MCP socket on the host; MCPConn bridges a
+	// guest connection to it and to nothing else.
+	Socket    string
+	MCPConn   func(net.Conn)
+	MemoryMiB int
+	CPUs      int
+	Stdout    io.Writer // agent output, kept for the turn log
+}
+
+// Result is how an attempt ended.
+type Result struct {
+	Exit      int
+	ExecError string
+	Egress    string // the egress summary line, "" when nothing was blocked
+}
+
+// Runner runs one attempt. The daemon uses JailRunner; tests may use a host
+// process behind the same interface.
+type Runner interface {
+	Run(ctx context.Context, j Job) (Result, error)
+}
+
+// JailRunner runs each attempt in its own guest through jail.Run, with the
+// per-run network from netjail.
+type JailRunner struct {
+	Kernel    string // "" = jail.FindKernel's default
+	GuestInit string
+	Accel     string
+	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
+	RunsDir   string
+	Proxy     proxy.Options
+	Timeout   time.Duration // whole attempt, boot included; 0 = 30 min
+	// UID and GID run the agent in the guest; -1 = the owner of the folder
+	// directory, so files it writes land owned like the folder.
+	UID, GID int
+	Log      *slog.Logger
+	Started  func(turnID int64) // called once the agent process runs
+}
+
+// Run boots the guest for j.
+func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
+	log := r.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	list, err := allow.Parse(j.Allow)
+	if err != nil {
+		return Result{Exit: jail.ExitFailed}, fmt.Errorf("allowlist: %w: %w", err, ErrTerminal)
+	}
+	nr, err := netjail.Prepare(ctx, netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Log: log})
+	if err != nil {
+		return Result{Exit: jail.ExitFailed}, fmt.Errorf("network: %w", err)
+	}
+	defer nr.Close()
+	uid, gid := r.UID, r.GID
+	if uid < 0 || gid < 0 {
+		fi, err := os.Stat(j.HostHome)
+		if err != nil {
+			return Result{Exit: jail.ExitFailed}, err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		uid, gid = int(st.Uid), int(st.Gid)
+	}
+	timeout := r.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Minute
+	}
+	stdout := j.Stdout
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	spec := jail.Spec{
+		Argv:      j.Argv,
+		Env:       j.Env,
+		Volumes:   []jail.Volume{{Host: j.HostHome, Guest: j.GuestHome}},
+		User:      &jail.User{UID: uid, GID: gid, Home: j.GuestHome},
+		Dir:       j.GuestHome,
+		Hostname:  "arizuko",
+		Stdin:     strings.NewReader(j.Prompt),
+		Stdout:    stdout,
+		Stderr:    stdout,
+		Kernel:    r.Kernel,
+		GuestInit: r.GuestInit,
+		Accel:     r.Accel,
+		CPUs:      j.CPUs,
+		MemoryMiB: j.MemoryMiB,
+		Timeout:   timeout,
+		Logger:    log,
+		Net:       nr.Net,
+		MCPSocket: gated.GuestSocket,
+		MCPConn:   j.MCPConn,
+	}
+	if r.Started != nil {
+		id := j.Turn.ID
+		spec.Started = func(int) { r.Started(id) }
+	}
+	res, err := jail.Run(ctx, spec)
+	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: nr.Blocked()}
+	switch {
+	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec):
+		return out, fmt.Errorf("%w: %w", err, ErrTerminal)
+	case err != nil:
+		return out, err
+	case res.ExecError != "" && (res.Exit == jail.ExitNotFound || res.Exit == jail.ExitNotExecutable):
+		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
+	}
+	return out, nil
+}
