@@ -3,6 +3,7 @@ package jail
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
@@ -51,6 +52,9 @@ func FindKernel(explicit, cacheDir string) (string, error) {
 	if explicit != "" {
 		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
 			return "", fmt.Errorf("%w: %s is not a file; build one with `make kernel`", ErrNoKernel, explicit)
+		}
+		if err := checkKernelImage(explicit); err != nil {
+			return "", err
 		}
 		return explicit, nil
 	}
@@ -141,4 +145,22 @@ func tscKHz() int {
 		}
 	}
 	return 2000000
+}
+
+// checkKernelImage accepts an ELF vmlinux (PVH entry) or a bzImage ("HdrS" at 0x202).
+func checkKernelImage(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoKernel, err)
+	}
+	defer f.Close()
+	b := make([]byte, 0x206)
+	n, _ := io.ReadFull(f, b)
+	if n >= 4 && string(b[:4]) == "\x7fELF" {
+		return nil
+	}
+	if n == len(b) && string(b[0x202:0x206]) == "HdrS" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is neither a vmlinux (ELF) nor a bzImage; build one with `make kernel`", ErrNoKernel, path)
 }

@@ -15,7 +15,7 @@ func TestFindKernel(t *testing.T) {
 	newer := filepath.Join(cache, "kernel-bbb", "vmlinux")
 	for i, p := range []string{old, newer} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte("elf"), 0o644)
+		os.WriteFile(p, []byte("\x7fELF"), 0o644)
 		ts := time.Now().Add(time.Duration(i-2) * time.Hour)
 		os.Chtimes(p, ts, ts)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -342,4 +343,62 @@ func TestGuestPanicIsACrash(t *testing.T) {
 		t.Errorf("error does not say why: %v", err)
 	}
 	os.RemoveAll(res.RunDir)
+}
+
+// TestSudoSharesOwnedByInvoker runs as root "through sudo": QEMU drops to the invoking
+// user and serves the workdir over 9p, so even guest root writes land as that user.
+func TestSudoSharesOwnedByInvoker(t *testing.T) {
+	jailtest.Require(t)
+	const uid = 4322
+	t.Setenv("SUDO_UID", "4322")
+	t.Setenv("SUDO_GID", "4322")
+	wd := t.TempDir()
+	os.Chmod(filepath.Dir(wd), 0o755)
+	if err := os.Chown(wd, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(wd, 0o700)
+	s := jailtest.Spec(t, "sh", "-c", `echo x > f && chown 0:0 f 2>/dev/null; mkdir d && echo wrote`)
+	s.Workdir, s.Root = wd, true
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 || out.String() != "wrote\n" {
+		t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+	}
+	for _, name := range []string{"f", "d"} {
+		st, err := os.Stat(filepath.Join(wd, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != uid || sys.Gid != uid {
+			t.Errorf("%s owned by %d:%d, want the invoking user %d", name, sys.Uid, sys.Gid, uid)
+		}
+	}
+}
+
+func TestQEMUKilledIsACrash(t *testing.T) {
+	base := t.TempDir()
+	// QEMU runs as nobody under root and must traverse the run dir base.
+	os.Chmod(filepath.Dir(base), 0o711)
+	os.Chmod(base, 0o711)
+	s := jailtest.Spec(t, "sleep", "600")
+	s.RunDirBase = base
+	s.Started = func(int) {
+		pids, _ := filepath.Glob(filepath.Join(base, "*", "qemu.pid"))
+		for _, p := range pids {
+			b, _ := os.ReadFile(p)
+			var pid int
+			if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	res, err := jailtest.Run(t, s)
+	if !errors.Is(err, jail.ErrGuestCrashed) || res.Exit != jail.ExitFailed {
+		t.Fatalf("exit %d err %v; want ErrGuestCrashed and 125", res.Exit, err)
+	}
+	if !strings.Contains(err.Error(), "qemu exited") || !strings.Contains(err.Error(), res.ConsoleLog) {
+		t.Fatalf("error %q should say qemu exited and name the console log", err)
+	}
 }

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -87,17 +88,28 @@ func TestKernelCmdline(t *testing.T) {
 	}
 }
 
-func TestPickVMMIdentity(t *testing.T) {
-	if id := pickVMMIdentity(1000, -1); id != nil {
-		t.Fatalf("unprivileged caller: QEMU identity %+v, want its own", id)
+func TestPickVMM(t *testing.T) {
+	alice := User{UID: 1000, GID: 1000}
+	root := User{UID: 0, GID: 0}
+	cases := []struct {
+		name   string
+		euid   int
+		inv    User
+		kvm    int
+		id     *vmmIdentity
+		userFS string
+	}{
+		{"unprivileged keeps itself", 1000, alice, -1, nil, FS9P},
+		{"sudo drops to the invoking user", 0, alice, -1, &vmmIdentity{UID: 1000, GID: 1000}, FS9P},
+		{"sudo with kvm adds the kvm group", 0, alice, 108, &vmmIdentity{UID: 1000, GID: 1000, Groups: []uint32{108}}, FS9P},
+		{"plain root drops to nobody", 0, root, -1, &vmmIdentity{UID: NobodyUID, GID: NobodyGID}, FSVirtiofs},
 	}
-	id := pickVMMIdentity(0, -1)
-	if id == nil || id.UID != NobodyUID || id.GID != NobodyGID || len(id.Groups) != 0 {
-		t.Fatalf("root: QEMU identity %+v, want nobody without groups", id)
-	}
-	id = pickVMMIdentity(0, 108)
-	if len(id.Groups) != 1 || id.Groups[0] != 108 {
-		t.Fatalf("root with kvm: groups %v, want [108]", id.Groups)
+	for _, c := range cases {
+		got := pickVMM(c.euid, c.inv, c.kvm)
+		if got.UserFS != c.userFS || (got.ID == nil) != (c.id == nil) ||
+			(got.ID != nil && (got.ID.UID != c.id.UID || got.ID.GID != c.id.GID || fmt.Sprint(got.ID.Groups) != fmt.Sprint(c.id.Groups))) {
+			t.Errorf("%s: pickVMM = %+v (id %+v), want id %+v fs %s", c.name, got, got.ID, c.id, c.userFS)
+		}
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 type monitor struct{ m *qmp.SocketMonitor }
 
 // dialQMP connects to QEMU's QMP socket, retrying until it appears or timeout passes.
-func dialQMP(path string, timeout time.Duration) (*monitor, error) {
+// It gives up early when stop closes (QEMU exited).
+func dialQMP(path string, timeout time.Duration, stop <-chan struct{}) (*monitor, error) {
 	deadline := time.Now().Add(timeout)
 	for {
 		m, err := qmp.NewSocketMonitor("unix", path, time.Second)
@@ -27,7 +28,11 @@ func dialQMP(path string, timeout time.Duration) (*monitor, error) {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("qmp %s: %w", path, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-stop:
+			return nil, fmt.Errorf("qmp %s: qemu exited", path)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

@@ -33,12 +33,20 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	euid := os.Geteuid()
-	userFS := FS9P
-	if euid == 0 {
-		userFS = FSVirtiofs
+	want := s.Accel
+	if want == "" {
+		want = os.Getenv("CRACKBOX_ACCEL")
 	}
-	p, err := makePlan(s, userFS)
+	accel, why, err := ChooseAccel(want, ProbeHost())
+	if err != nil {
+		return res, err
+	}
+	kvmGID := -1
+	if accel == AccelKVM {
+		kvmGID = kvmGroupID()
+	}
+	vmm := pickVMM(os.Geteuid(), InvokingUser(), kvmGID)
+	p, err := makePlan(s, vmm.UserFS)
 	if err != nil {
 		return res, err
 	}
@@ -58,25 +66,12 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("initramfs for %s: %w", gi, err)
 	}
-	want := s.Accel
-	if want == "" {
-		want = os.Getenv("CRACKBOX_ACCEL")
-	}
-	accel, why, err := ChooseAccel(want, ProbeHost())
-	if err != nil {
-		return res, err
-	}
 	if accel == AccelTCG && (want == "" || want == AccelAuto) {
 		log.Warn("no usable kvm, using tcg (slow)", "why", why)
 	}
 	res.Accel = accel
-	kvmGID := -1
-	if accel == AccelKVM {
-		kvmGID = kvmGroupID()
-	}
-	vmm := pickVMMIdentity(euid, kvmGID)
 
-	rd, err := newRunDir(runDirBase(s.RunDirBase), vmm)
+	rd, err := newRunDir(runDirBase(s.RunDirBase), vmm.ID)
 	if err != nil {
 		return res, err
 	}
@@ -96,7 +91,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		tap = s.Net.Tap
 	}
 	v, err := startVM(p, vmStart{
-		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm, tap: tap,
+		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm.ID, tap: tap,
 		append: kernelCmdline(accel, p.machine, tscKHz(), s.Debug),
 	}, rd, log.With("run", rd.ID))
 	if err != nil {
@@ -110,7 +105,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
 	}
 	defer conn.Close()
-	if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second); err == nil {
+	if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited); err == nil {
 		v.qmp = m
 		st, err := m.status(2 * time.Second)
 		log.Debug("qmp connected", "status", st, "err", err)
@@ -213,10 +208,14 @@ func crashReason(v *vm, serr error) string {
 	}
 	select {
 	case <-v.exited:
-		if q := strings.TrimSpace(v.tail("qemu.log", 300)); q != "" {
+		q := strings.TrimSpace(v.tail("qemu.log", 300))
+		switch {
+		case v.waitErr != nil && q != "":
 			return fmt.Sprintf("qemu exited (%v): %s", v.waitErr, q)
+		case v.waitErr != nil:
+			return fmt.Sprintf("qemu exited (%v)", v.waitErr)
 		}
-		return "the guest stopped without reporting an exit status"
+		return "the guest powered off without reporting an exit status"
 	default:
 	}
 	if errors.Is(serr, ErrSessionLost) {

@@ -39,32 +39,49 @@ const (
 	NobodyGID = 65534
 )
 
-// vmmIdentity is the uid/gid QEMU runs under, or nil to keep crackbox's own.
-//
-// The design: as root, QEMU drops to nobody with no supplementary groups (plus the kvm
-// group's gid when KVM is used). It reaches only what the run dir (owned by nobody, 0700)
-// holds and the world-readable parts of /usr, /etc and /opt it shares read-only over 9p;
-// it never reads /etc/shadow, /root or /home. The kernel and initramfs reach it as
-// inherited file descriptors. The caller's shares (workdir, volumes) are served by one
-// virtiofsd per share, running as root inside virtiofsd's own namespace sandbox, which
-// creates files with the guest caller's uid/gid: files the command writes land owned by
-// the invoking user (the guest runs the command as that uid). Read-only shares get a
-// read-only bind mount in a private mount namespace around virtiofsd, so the host enforces
-// them. Without root, QEMU runs as the caller and serves everything over 9p itself.
+// vmmIdentity is the uid/gid QEMU runs under.
 type vmmIdentity struct {
 	UID, GID uint32
 	Groups   []uint32
 }
 
-func pickVMMIdentity(euid int, kvmGID int) *vmmIdentity {
+// vmmPlan is who runs QEMU and how the caller's shares (workdir, volumes) are served.
+//
+// The design, by how crackbox was started:
+//   - unprivileged: QEMU runs as the caller and serves every share over 9p itself; it can
+//     reach exactly what the caller can.
+//   - root through sudo: QEMU drops to the invoking user (SUDO_UID/SUDO_GID, plus the kvm
+//     group when KVM is used) and serves every share over 9p. Files the guest writes land
+//     owned by that user whatever uid the guest claims, since 9p (security_model=none)
+//     creates them with QEMU's own uid; no root daemon serves guest requests.
+//   - plain root (the invoking user is root): QEMU drops to nobody with no supplementary
+//     groups. It shares /usr, /etc and /opt read-only over 9p, so it reads only their
+//     world-readable parts (never /etc/shadow, /root or /home). Its sockets live in a
+//     nobody-owned 0700 directory; kernel and initramfs reach it as inherited fds. The
+//     caller's shares are served by one virtiofsd per share, running as root inside its own
+//     namespace sandbox (pivot_root into the share), which creates files with the guest
+//     caller's uid/gid. Read-only shares get a read-only bind mount in a private mount
+//     namespace around virtiofsd, so the host enforces them whatever the guest does.
+//     Caveat: a hostile guest kernel can claim uid 0 to virtiofsd, so in this mode it can
+//     create root-owned files (even setuid ones) in a read-write share; run crackbox
+//     through sudo, or unprivileged, to have shares written strictly as yourself.
+type vmmPlan struct {
+	ID     *vmmIdentity // nil: QEMU keeps crackbox's own identity
+	UserFS string       // FS9P or FSVirtiofs for the caller's shares
+}
+
+func pickVMM(euid int, inv User, kvmGID int) vmmPlan {
 	if euid != 0 {
-		return nil
+		return vmmPlan{UserFS: FS9P}
 	}
-	id := &vmmIdentity{UID: NobodyUID, GID: NobodyGID}
+	var groups []uint32
 	if kvmGID > 0 {
-		id.Groups = []uint32{uint32(kvmGID)}
+		groups = []uint32{uint32(kvmGID)}
 	}
-	return id
+	if inv.UID != 0 {
+		return vmmPlan{ID: &vmmIdentity{UID: uint32(inv.UID), GID: uint32(inv.GID), Groups: groups}, UserFS: FS9P}
+	}
+	return vmmPlan{ID: &vmmIdentity{UID: NobodyUID, GID: NobodyGID, Groups: groups}, UserFS: FSVirtiofs}
 }
 
 func kvmGroupID() int {

@@ -82,11 +82,22 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	for _, l := range p.lowers {
 		cfg.Shares = append(cfg.Shares, vmShare{share: l})
 	}
+	var fsdLog *os.File
+	defer func() {
+		if fsdLog != nil {
+			fsdLog.Close()
+		}
+	}()
 	for i, s := range p.userShare {
 		vs := vmShare{share: s}
 		if s.FS == FSVirtiofs {
+			if fsdLog == nil {
+				if fsdLog, err = os.OpenFile(rd.path("virtiofsd.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
+					return nil, err
+				}
+			}
 			vs.Sock = rd.vmPath("fs" + strconv.Itoa(i) + ".sock")
-			c, err := startVirtiofsd(s, vs.Sock, st.vmm, qlog)
+			c, err := startVirtiofsd(s, vs.Sock, st.vmm, fsdLog)
 			if err != nil {
 				return nil, err
 			}

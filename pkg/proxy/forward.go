@@ -95,6 +95,9 @@ func (s *httpSession) serve() {
 
 func (s *httpSession) decision(req *http.Request) Decision {
 	d := Decision{Time: time.Now(), Src: s.srcStr}
+	if c, ok := s.p.clientFor(s.fixed, s.src); ok {
+		d.ClientID = c.ID
+	}
 	if req != nil {
 		d.Method = req.Method
 	}
@@ -146,9 +149,6 @@ func (s *httpSession) handle(req *http.Request) bool {
 	s.conn.SetWriteDeadline(time.Time{})
 	d := s.decision(req)
 	client, known := s.p.clientFor(s.fixed, s.src)
-	if known {
-		d.ClientID = client.ID
-	}
 	host, port, err := s.target(req)
 	if err != nil {
 		if errors.Is(err, errNoHost) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -125,5 +128,57 @@ func TestGuestTurnsDelegateDenyDeliver(t *testing.T) {
 	}
 	if runner.boots != 2 {
 		t.Fatalf("%d guests booted, want 2", runner.boots)
+	}
+}
+
+// A folder's guest sees its own socket and home and nothing of another
+// folder's; only granted secrets reach its env; observed folders' messages
+// are in its prompt.
+func TestGuestIsolationSecretsObserve(t *testing.T) {
+	jenv := jailtest.Require(t)
+	e := newEnv(t, "", "a", "b")
+	ctx := context.Background()
+	for k, v := range map[string]string{"GRANTED_KEY": "s1", "HIDDEN_KEY": "s2"} {
+		if err := e.l.SetSecret(e.ctx, service.SecretIn{Scope: "folder:a", Name: k, Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:a", Action: "shell:env:GRANTED_KEY", Scope: "{self}", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.AddObserver(ctx, "a", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.st.PutMessage(ctx, store.Message{ChatJID: "test:b", Text: "chatter in b", Folder: "b", How: "observe"}); err != nil {
+		t.Fatal(err)
+	}
+	bDir := filepath.Join(e.data, "folders", "b")
+	if err := os.WriteFile(filepath.Join(bDir, "private.txt"), []byte("b only"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+		Timeout: 3 * time.Minute, UID: -1, GID: -1}}
+	e.start(t, runner, func(o *Options) { o.MaxRetries = -1 })
+	e.post(t, "web:a", "PROBE")
+	ts := e.waitTurns(t, "a", 1)
+	outs, _ := e.st.TurnOutbound(ctx, ts[0].ID)
+	if ts[0].Status != store.TurnDone || len(outs) != 1 {
+		t.Fatalf("turn %+v outbound %+v", ts[0], outs)
+	}
+	got := outs[0].Text
+	for _, want := range []string{"/run/ipc=gated.sock ", "/home=node ", "env=GRANTED_KEY ", "[observed b:1]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("probe %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "HIDDEN_KEY") || strings.Contains(got, "private") {
+		t.Errorf("probe %q saw what it must not", got)
+	}
+	b, err := os.ReadFile(filepath.Join(e.data, "folders", "a", "probe.txt"))
+	if err != nil || strings.TrimSpace(string(b)) != "a" {
+		t.Fatalf("probe.txt in a's folder: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(bDir, "probe.txt")); !os.IsNotExist(err) {
+		t.Fatalf("a's guest wrote into b's folder: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -68,7 +69,7 @@ type env struct {
 }
 
 // newEnv opens a data dir (short, for the unix socket path) with folders.
-func newEnv(t *testing.T, data string, folders ...string) *env {
+func newEnv(t testing.TB, data string, folders ...string) *env {
 	t.Helper()
 	if data == "" {
 		var err error
@@ -78,7 +79,15 @@ func newEnv(t *testing.T, data string, folders ...string) *env {
 		t.Cleanup(func() { os.RemoveAll(data) })
 	}
 	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true})
+	keys, err := secrets.ParseKeys(secrets.GenerateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := secrets.NewRing(keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true, Ring: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +100,6 @@ func newEnv(t *testing.T, data string, folders ...string) *env {
 		if _, err := l.AddFolder(e.ctx, store.Folder{Path: f, AgentCommand: []string{"python3", DefaultGuestHome + "/agent.py"}}); err != nil && !errors.Is(err, store.ErrExists) {
 			t.Fatal(err)
 		}
-		dir, _ := l.Store().GetFolder(ctx, f)
-		_ = dir
 		copyAgent(t, data, f)
 	}
 	return e
@@ -109,7 +116,7 @@ func copyAgent(t testing.TB, data, f string) {
 }
 
 // start runs a queue over the env with runner until the test ends.
-func (e *env) start(t *testing.T, runner Runner, mod func(*Options)) *Queue {
+func (e *env) start(t testing.TB, runner Runner, mod func(*Options)) *Queue {
 	t.Helper()
 	var q *Queue
 	g := gated.New(gated.Options{Store: e.st, Gate: e.l.Gate(), Control: e.l, DataDir: e.data,
@@ -128,7 +135,7 @@ func (e *env) start(t *testing.T, runner Runner, mod func(*Options)) *Queue {
 	return q
 }
 
-func (e *env) post(t *testing.T, chat, text string) store.Message {
+func (e *env) post(t testing.TB, chat, text string) store.Message {
 	t.Helper()
 	in, err := e.l.PostMessage(e.ctx, service.MessageIn{ChatJID: chat, Text: text, Platform: "test", Sender: "alice"})
 	if err != nil {
@@ -141,7 +148,7 @@ func (e *env) post(t *testing.T, chat, text string) store.Message {
 }
 
 // waitTurns waits until n turns of folder have ended.
-func (e *env) waitTurns(t *testing.T, folder string, n int) []store.Turn {
+func (e *env) waitTurns(t testing.TB, folder string, n int) []store.Turn {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

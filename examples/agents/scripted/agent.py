@@ -80,8 +80,10 @@ def main():
     mcp = MCP(os.environ.get("ARIZUKO_MCP_SOCKET", "/run/ipc/gated.sock"))
     tools = mcp.tools()
     print("tools:", ",".join(tools), file=sys.stderr)
-    chat = os.environ.get("ARIZUKO_CHAT", "")
     words = last.split(" ", 3)
+    note = ""
+    if observed:
+        note = " [observed " + ",".join(f"{name}:{len(re.findall('<message ', body))}" for name, body in observed) + "]"
 
     if words[0] == "DELEGATE" and len(words) >= 3:
         err, text = mcp.call("delegate_group", {"folder": words[1], "chat_jid": words[2],
@@ -106,11 +108,8 @@ def main():
         with open(os.path.join(os.environ.get("HOME", "."), "probe.txt"), "w") as f:
             f.write(os.environ.get("ARIZUKO_FOLDER", "") + "\n")
         mcp.call("reply", {"text": "probe: " + " ".join(seen) + " env=" +
-                           ",".join(sorted(k for k in os.environ if k.endswith("_KEY") or k.endswith("TOKEN")))})
+                           ",".join(sorted(k for k in os.environ if k.endswith("_KEY") or k.endswith("TOKEN"))) + note})
     else:
-        note = ""
-        if observed:
-            note = " [observed " + ",".join(f"{name}:{len(re.findall('<message ', body))}" for name, body in observed) + "]"
         mcp.call("reply", {"text": "echo: " + last + note})
     if "submit_turn" in tools:
         mcp.call("submit_turn", {"status": "ok", "result": "handled " + (words[0] if words else "")})

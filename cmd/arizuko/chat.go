@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/crackbox/crackbox/pkg/delivery"
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// chatPlatform is the adapter name the terminal chat registers.
+const chatPlatform = "term"
+
+// chatSession is one terminal chat with a folder: it is the adapter the
+// daemon delivers replies to, and it posts what the user types.
+type chatSession struct {
+	base, token string
+	folder      string
+	chat        string // web:<folder>[#topic]
+	sender      string
+	in          io.Reader
+	out         io.Writer // replies
+	status      io.Writer // typing indicator
+	tty         bool
+	poll        time.Duration
+
+	mu        sync.Mutex
+	typing    bool
+	announced bool // without a terminal, say "typing" once per line sent
+	replies   chan delivery.Payload
+}
+
+// serveAdapter listens on loopback for the daemon's POST /send.
+func (c *chatSession) serveAdapter(ctx context.Context) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /send", func(w http.ResponseWriter, r *http.Request) {
+		var p delivery.Payload
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&p); err != nil {
+			http.Error(w, "malformed payload", http.StatusBadRequest)
+			return
+		}
+		if p.ChatJID != c.chat {
+			// Not ours: a 4xx makes the daemon retry it later, maybe with its own adapter.
+			http.Error(w, "unknown chat "+p.ChatJID, http.StatusNotFound)
+			return
+		}
+		c.replies <- p
+		w.WriteHeader(http.StatusNoContent)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// run chats until the input ends or ctx is cancelled.
+func (c *chatSession) run(ctx context.Context) error {
+	c.replies = make(chan delivery.Payload, 16)
+	cb, stop, err := c.serveAdapter(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/adapters", store.Adapter{Platform: chatPlatform, CallbackURL: cb}, nil); err != nil {
+		return fmt.Errorf("register the terminal adapter: %w", err)
+	}
+	defer daemonCall(context.Background(), c.base, c.token, http.MethodDelete, "/v1/adapters/"+chatPlatform, nil, nil)
+
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(c.in)
+		sc.Buffer(make([]byte, 64<<10), service.MaxText)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	tick := time.NewTicker(c.poll)
+	defer tick.Stop()
+	pendingSince := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			c.setTyping(false)
+			return nil
+		case p := <-c.replies:
+			c.setTyping(false)
+			fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
+		case l, ok := <-lines:
+			if !ok {
+				// Input ended: wait for the answer to what was sent last.
+				lines = nil
+				if pendingSince.IsZero() {
+					return nil
+				}
+				continue
+			}
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			var ing service.Ingest
+			in := service.MessageIn{ChatJID: c.chat, Text: l, Sender: c.sender, Platform: chatPlatform}
+			if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
+				fmt.Fprintf(c.status, "not sent: %v\n", err)
+				continue
+			}
+			pendingSince = time.Now()
+			c.mu.Lock()
+			c.announced = false
+			c.mu.Unlock()
+		case <-tick.C:
+			busy := c.busy(ctx)
+			c.setTyping(busy)
+			if !busy && lines == nil && time.Since(pendingSince) > 2*c.poll {
+				// Input is over and the folder is idle: drain what arrived.
+				for {
+					select {
+					case p := <-c.replies:
+						fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
+						continue
+					case <-time.After(c.poll):
+					}
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// busy reports whether the folder's newest turn is queued or running.
+func (c *chatSession) busy(ctx context.Context) bool {
+	var ts []store.Turn
+	q := url.Values{"folder": {c.folder}, "limit": {"1"}}
+	if err := daemonCall(ctx, c.base, c.token, http.MethodGet, "/v1/turns?"+q.Encode(), nil, &ts); err != nil || len(ts) == 0 {
+		return false
+	}
+	return ts[0].Status == store.TurnQueued || ts[0].Status == store.TurnRunning
+}
+
+func (c *chatSession) setTyping(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on == c.typing {
+		return
+	}
+	c.typing = on
+	switch {
+	case on && c.tty:
+		fmt.Fprintf(c.status, "\r%s is typing…", c.folder)
+	case on && !c.announced:
+		c.announced = true
+		fmt.Fprintf(c.status, "%s is typing…\n", c.folder)
+	case c.tty:
+		fmt.Fprint(c.status, "\r\033[K")
+	}
+}
+
+func init() {
+	var topic, sender string
+	chat := &cobra.Command{
+		Use:   "chat FOLDER",
+		Short: "Chat with a folder's agent in this terminal (needs `arizuko serve` running)",
+		Long: `Chat with a folder's agent: each line you type is a message to the folder
+(chat web:FOLDER), each turn runs in its own guest, and replies are printed
+as they arrive. End with Ctrl-D.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := args[0]
+			if err := folder.Validate(f); err != nil {
+				return err
+			}
+			cfg, err := loadConfig()
+			if err != nil {
+				return err
+			}
+			base, token, err := daemonEndpoint(cfg)
+			if errors.Is(err, errNoDaemon) {
+				return fmt.Errorf("%w: start it with `arizuko serve --data %s`, then chat", err, cfg.DataDir)
+			}
+			if err != nil {
+				return err
+			}
+			jid := router.DirectPrefix + f
+			if topic != "" {
+				jid += "#" + topic
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			tty := term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
+			if tty {
+				fmt.Fprintf(os.Stderr, "chatting with %s; Ctrl-D ends\n", f)
+			}
+			s := &chatSession{base: base, token: token, folder: f, chat: jid, sender: firstNonEmpty(sender, os.Getenv("USER"), "user"),
+				in: os.Stdin, out: os.Stdout, status: os.Stderr, tty: tty, poll: 500 * time.Millisecond}
+			return s.run(ctx)
+		},
+	}
+	chat.Flags().StringVar(&topic, "topic", "", "topic within the folder")
+	chat.Flags().StringVar(&sender, "sender", "", "your name in the chat (default $USER)")
+	root.AddCommand(chat)
+}

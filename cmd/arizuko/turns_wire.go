@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/crackbox/crackbox/pkg/api"
+	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/delivery"
+	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/turn"
+)
+
+// TurnsConfig is the [turns] section of arizuko.toml.
+type TurnsConfig struct {
+	// MaxConcurrentGuests caps live guests for the instance (default 5).
+	MaxConcurrentGuests int `toml:"max_concurrent_guests"`
+	// NetMode is the guests' network: auto (default), tap, proxy-only or none.
+	NetMode   string `toml:"net_mode"`
+	Kernel    string `toml:"kernel"`
+	GuestInit string `toml:"guest_init"`
+	Accel     string `toml:"accel"`
+	// GuestHome is where the folder directory appears in the guest (default /home/node).
+	GuestHome   string          `toml:"guest_home"`
+	TurnTimeout config.Duration `toml:"turn_timeout"`
+	// MaxDelegationDepth bounds delegate/escalate chains (default 3).
+	MaxDelegationDepth int `toml:"max_delegation_depth"`
+	// ObserveWindowMessages and ObserveWindowChars cap the observed context;
+	// $OBSERVE_WINDOW_MESSAGES and $OBSERVE_WINDOW_CHARS win.
+	ObserveWindowMessages int `toml:"observe_window_messages"`
+	ObserveWindowChars    int `toml:"observe_window_chars"`
+	// CredentialKeys are folder secrets every agent gets (its model credential).
+	CredentialKeys []string `toml:"credential_keys"`
+}
+
+func (tc TurnsConfig) validate() error {
+	switch tc.NetMode {
+	case "", "auto", "tap", "proxy-only", "none":
+	default:
+		return fmt.Errorf("turns.net_mode %q: want auto, tap, proxy-only or none", tc.NetMode)
+	}
+	switch {
+	case tc.MaxConcurrentGuests < 0 || tc.MaxConcurrentGuests > 1000:
+		return fmt.Errorf("turns.max_concurrent_guests %d: want 0 (default 5) to 1000", tc.MaxConcurrentGuests)
+	case tc.MaxDelegationDepth < 0 || tc.MaxDelegationDepth > 32:
+		return fmt.Errorf("turns.max_delegation_depth %d: want 0 (default 3) to 32", tc.MaxDelegationDepth)
+	case tc.TurnTimeout.Duration < 0:
+		return fmt.Errorf("turns.turn_timeout %s: want a positive duration", tc.TurnTimeout.Duration)
+	case tc.GuestHome != "" && (!strings.HasPrefix(tc.GuestHome, "/") || tc.GuestHome == "/"):
+		return fmt.Errorf("turns.guest_home %q: want an absolute path like /home/node", tc.GuestHome)
+	}
+	return nil
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// newTurnRunner builds the runner of every turn: one guest per attempt.
+// Tests of this package replace it with a host process.
+var newTurnRunner = func(tc TurnsConfig) turn.Runner {
+	return &turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
+		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1}
+}
+
+// kickingService wakes the turn queue for every routed message it accepts.
+type kickingService struct {
+	*service.Local
+	q *turn.Queue
+}
+
+func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (service.Ingest, error) {
+	ing, err := k.Local.PostMessage(ctx, in)
+	if err == nil && ing.Route.Folder != "" && !ing.Route.Observe {
+		k.q.Kick(ing.Route.Folder)
+	}
+	return ing, err
+}
+
+// startTurns starts the turn pipeline (queue, per-folder MCP sockets,
+// delivery) on l and returns the daemon's HTTP handler: the core API plus
+// /v1/adapters and /v1/turns. stop ends the pipeline; an open turn cut off by
+// it runs again at the next start.
+func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token string) (http.Handler, func(), error) {
+	if err := tc.validate(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	st := l.Store()
+	d := delivery.New(delivery.Options{Store: st})
+	var q *turn.Queue
+	g := gated.New(gated.Options{
+		Store: st, Gate: l.Gate(), Control: l, DataDir: l.DataDir(), MaxDepth: tc.MaxDelegationDepth,
+		OnMessage: func(f, _ string) { q.Kick(f) }, OnOutbound: d.Wake,
+	})
+	q = turn.New(turn.Options{
+		Store: st, Gate: l.Gate(), Control: l, Gated: g, DataDir: l.DataDir(),
+		Runner:          newTurnRunner(tc),
+		MaxGuests:       tc.MaxConcurrentGuests,
+		GuestHome:       tc.GuestHome,
+		ObserveMessages: envInt("OBSERVE_WINDOW_MESSAGES", tc.ObserveWindowMessages),
+		ObserveChars:    envInt("OBSERVE_WINDOW_CHARS", tc.ObserveWindowChars),
+		CredentialKeys:  tc.CredentialKeys,
+	})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); q.Run(ctx) }()
+	go func() { defer wg.Done(); d.Run(ctx) }()
+	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
+
+	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal})
+	ext := &turnsAPI{l: l, st: st, d: d, sum: sha256.Sum256([]byte(token))}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/adapters", ext.auth(ext.setAdapter))
+	mux.HandleFunc("/v1/adapters/{platform}", ext.auth(ext.deleteAdapter))
+	mux.HandleFunc("/v1/turns", ext.auth(ext.listTurns))
+	mux.HandleFunc("/v1/turns/{id}", ext.auth(ext.showTurn))
+	mux.Handle("/", core)
+	return mux, func() { cancel(); wg.Wait() }, nil
+}
+
+// turnsAPI serves the pipeline's endpoints with the core API's token and
+// error envelope; every request is authorized by the acl gate.
+type turnsAPI struct {
+	l   *service.Local
+	st  *store.Store
+	d   *delivery.Deliverer
+	sum [32]byte
+}
+
+func (a *turnsAPI) auth(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(tok))
+		if !ok || subtle.ConstantTimeCompare(sum[:], a.sum[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
+			writeEnvelope(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or invalid bearer token (Authorization: Bearer <token>)")
+			return
+		}
+		r = r.WithContext(service.WithPrincipal(r.Context(), service.AdminPrincipal))
+		if err := h(w, r); err != nil {
+			status, code := http.StatusInternalServerError, service.Code(err)
+			switch code {
+			case service.CodeInvalid:
+				status = http.StatusBadRequest
+			case service.CodeNotFound:
+				status = http.StatusNotFound
+			case service.CodeDenied:
+				status = http.StatusForbidden
+			}
+			writeEnvelope(w, status, code, err.Error())
+		}
+	}
+}
+
+func writeEnvelope(w http.ResponseWriter, status int, code, msg string) {
+	writeJSONBody(w, status, service.Error{Code: code, Message: msg})
+}
+
+func writeJSONBody(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+func methodErr(r *http.Request) error {
+	return fmt.Errorf("%s %s: method not allowed: %w", r.Method, r.URL.Path, service.ErrInvalid)
+}
+
+func (a *turnsAPI) setAdapter(w http.ResponseWriter, r *http.Request) error {
+	if r.Method == http.MethodGet {
+		return methodErr(r)
+	}
+	if r.Method != http.MethodPost {
+		return methodErr(r)
+	}
+	var in store.Adapter
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("malformed JSON body (want {\"platform\", \"callback_url\"}): %v: %w", err, service.ErrInvalid)
+	}
+	if in.Platform == "" || len(in.Platform) > 64 || strings.ContainsAny(in.Platform, ": /") {
+		return fmt.Errorf("platform %q: want 1..64 characters without ':', '/' or spaces: %w", in.Platform, service.ErrInvalid)
+	}
+	if err := delivery.ValidCallback(in.CallbackURL); err != nil {
+		return fmt.Errorf("%w: %w", err, service.ErrInvalid)
+	}
+	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:set", ""); err != nil {
+		return err
+	}
+	if err := a.st.SetAdapter(r.Context(), in); err != nil {
+		return err
+	}
+	a.d.Wake()
+	return writeJSONBody(w, http.StatusOK, in)
+}
+
+func (a *turnsAPI) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodDelete {
+		return methodErr(r)
+	}
+	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:rm", ""); err != nil {
+		return err
+	}
+	if err := a.st.DeleteAdapter(r.Context(), r.PathValue("platform")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (a *turnsAPI) listTurns(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return methodErr(r)
+	}
+	f := r.URL.Query().Get("folder")
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", f); err != nil {
+		return err
+	}
+	ts, err := a.st.ListTurns(r.Context(), f, limit)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		ts = []store.Turn{}
+	}
+	return writeJSONBody(w, http.StatusOK, ts)
+}
+
+// TurnDetail is a turn with what it read and what it sent.
+type TurnDetail struct {
+	store.Turn
+	Messages []store.Message  `json:"messages"`
+	Outbound []store.Outbound `json:"outbound"`
+}
+
+func (a *turnsAPI) showTurn(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet {
+		return methodErr(r)
+	}
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("turn id %q: want a number: %w", r.PathValue("id"), service.ErrInvalid)
+	}
+	d, err := turnDetail(r.Context(), a.st, id)
+	if err != nil {
+		return err
+	}
+	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", d.Folder); err != nil {
+		return err
+	}
+	return writeJSONBody(w, http.StatusOK, d)
+}
+
+func turnDetail(ctx context.Context, st *store.Store, id int64) (TurnDetail, error) {
+	t, err := st.GetTurn(ctx, id)
+	if err != nil {
+		return TurnDetail{}, err
+	}
+	d := TurnDetail{Turn: t}
+	if d.Messages, err = st.TurnMessages(ctx, t); err != nil {
+		return d, err
+	}
+	d.Outbound, err = st.TurnOutbound(ctx, id)
+	return d, err
+}
+
+// errNoDaemon is returned by commands that need the running daemon.
+var errNoDaemon = errors.New("no arizuko daemon is running on this data dir")

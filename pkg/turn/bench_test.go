@@ -1,0 +1,112 @@
+package turn
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
+)
+
+// BenchmarkMessageToAgentStart compares the time from an accepted message to
+// the agent process running in its guest with a bare jail.Run of the same
+// guest (boot to command start). Run with -benchtime=3x; guests are slow.
+func BenchmarkMessageToAgentStart(b *testing.B) {
+	jenv := jailtest.Require(b)
+	var bare, turn time.Duration
+	for range b.N {
+		s := jailtest.Spec(b, "true")
+		s.Stdout, s.Stderr = io.Discard, io.Discard
+		start := time.Now()
+		var started time.Duration
+		s.Started = func(int) { started = time.Since(start) }
+		if _, err := jailtest.Run(b, s); err != nil {
+			b.Fatal(err)
+		}
+		bare += started
+	}
+	e := newEnv(b, "", "bench")
+	startedAt := make(chan time.Time, 1)
+	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+		UID: -1, GID: -1, Started: func(int64) { startedAt <- time.Now() }}}
+	e.start(b, runner, nil)
+	for i := range b.N {
+		posted := time.Now()
+		e.post(b, "web:bench", fmt.Sprintf("hello %d", i))
+		turn += (<-startedAt).Sub(posted)
+		e.waitTurns(b, "bench", i+1)
+	}
+	b.ReportMetric(float64(bare.Milliseconds())/float64(b.N), "bare-ms/op")
+	b.ReportMetric(float64(turn.Milliseconds())/float64(b.N), "turn-ms/op")
+	b.ReportMetric(float64(turn)/float64(bare), "ratio")
+}
+
+// BenchmarkTurnsPerMinute keeps 5 folders busy and reports sustained turns
+// per minute (guest slots are capped machine-wide by jailtest).
+func BenchmarkTurnsPerMinute(b *testing.B) {
+	jenv := jailtest.Require(b)
+	folders := []string{"f0", "f1", "f2", "f3", "f4"}
+	e := newEnv(b, "", folders...)
+	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone, UID: -1, GID: -1}}
+	e.start(b, runner, nil)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(folders))
+	for i, f := range folders {
+		n := b.N / len(folders)
+		if i < b.N%len(folders) {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range n {
+				if _, err := e.l.PostMessage(e.ctx, service.MessageIn{ChatJID: "web:" + f, Text: fmt.Sprintf("msg %d", j), Platform: "test"}); err != nil {
+					errs <- err
+					return
+				}
+				e.q.Kick(f)
+				for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+					if countEnded(e, f) >= j+1 {
+						break
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("%s: turn %d did not end", f, j)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Minutes(), "turns/min")
+	ts, _ := e.st.ListTurns(context.Background(), "", 1000)
+	for _, x := range ts {
+		if x.Status != store.TurnDone || !strings.HasPrefix(x.Outcome, "ok") {
+			b.Fatalf("turn %+v", x)
+		}
+	}
+}
+
+func countEnded(e *env, f string) int {
+	ts, _ := e.st.ListTurns(context.Background(), f, 1000)
+	n := 0
+	for _, x := range ts {
+		if x.Status == store.TurnDone || x.Status == store.TurnFailed {
+			n++
+		}
+	}
+	return n
+}
