@@ -22,6 +22,7 @@ func aggregate(reps [][]*result) []*result {
 				tput = append(tput, x.ThroughputMiBs)
 				r.ThroughputBytes += x.ThroughputBytes
 				r.ThroughputCPU += x.ThroughputCPU
+				r.ThroughputSelf += x.ThroughputSelf
 			}
 			r.RateTunnels += x.RateTunnels
 			r.RateErrors += x.RateErrors

@@ -206,6 +206,12 @@ func writeMarkdown(w io.Writer, info runInfo, rs []*result, vs []verdict) {
 		}
 		return fmt.Sprintf("%.2f", r.ThroughputCPU/(float64(r.ThroughputBytes)/(1<<30)))
 	})
+	row("bench client+upstream CPU per GiB (s)", func(r *result) string {
+		if r.ThroughputBytes == 0 || r.ThroughputSelf == 0 {
+			return na
+		}
+		return fmt.Sprintf("%.2f", r.ThroughputSelf/(float64(r.ThroughputBytes)/(1<<30)))
+	})
 	row(fmt.Sprintf("new tunnels/s, %d clients, %d tunnels a run", info.Conc, info.Tunnels), func(r *result) string {
 		if r.RatePerSec == 0 {
 			return na

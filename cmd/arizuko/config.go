@@ -14,11 +14,12 @@ import (
 
 // Config is arizuko.toml.
 type Config struct {
-	DataDir string  `toml:"data_dir"`
-	Server  Server  `toml:"server"`
-	Secrets Secrets `toml:"secrets"`
-	Routing Routing `toml:"routing"`
-	Log     Log     `toml:"log"`
+	DataDir string      `toml:"data_dir"`
+	Server  Server      `toml:"server"`
+	Secrets Secrets     `toml:"secrets"`
+	Routing Routing     `toml:"routing"`
+	Log     Log         `toml:"log"`
+	Turns   TurnsConfig `toml:"turns"`
 
 	file string
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 )
@@ -91,8 +90,13 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer os.Remove(infoPath)
 
+	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token)
+	if err != nil {
+		return err
+	}
+	defer stopTurns()
 	srv := &http.Server{
-		Handler:           api.NewServer(l, map[string]string{token: service.AdminPrincipal}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -28,6 +28,10 @@ import (
 // GuestSocket is where the socket appears inside the guest.
 const GuestSocket = "/run/ipc/gated.sock"
 
+// MaxSessions bounds concurrent MCP sessions on one turn's socket, so a
+// guest cannot exhaust the host by opening connections.
+const MaxSessions = 16
+
 // DefaultMaxDepth bounds a chain of delegations and escalations.
 const DefaultMaxDepth = 3
 
@@ -122,13 +126,22 @@ func (s *Server) Listen(ctx context.Context, t Turn) (*Listener, error) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		slots := make(chan struct{}, MaxSessions)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				s.o.Log.Warn("gated session refused: too many open", "folder", t.Folder, "max", MaxSessions)
+				c.Close()
+				continue
+			}
 			l.wg.Add(1)
 			go func() {
+				defer func() { <-slots }()
 				defer l.wg.Done()
 				go func() { <-ctx.Done(); c.Close() }()
 				if err := s.ServeConn(ctx, t, c); err != nil && ctx.Err() == nil {

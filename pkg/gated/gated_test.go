@@ -2,12 +2,14 @@ package gated
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -298,5 +300,36 @@ func TestSocketOnlyServesItsFolder(t *testing.T) {
 	la.Close()
 	if _, err := os.Stat(la.Path()); !os.IsNotExist(err) {
 		t.Fatalf("socket left after close: %v", err)
+	}
+}
+
+func TestSessionCap(t *testing.T) {
+	f := newFixture(t, "a")
+	ln, err := f.srv.Listen(context.Background(), Turn{Folder: "a", TurnID: 1, ChatJID: "tg:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range MaxSessions {
+		c, err := net.Dial("unix", ln.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	extra, err := net.Dial("unix", ln.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("connection past the cap was not closed: %v", err)
 	}
 }

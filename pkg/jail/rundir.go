@@ -3,9 +3,13 @@ package jail
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 )
 
 // runDir is one run's directory. Dir (0711 when QEMU is unprivileged, else 0700) holds
@@ -40,6 +44,7 @@ func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
 	if err := os.MkdirAll(base, baseMode); err != nil {
 		return nil, fmt.Errorf("run dir base %s: %w", base, err)
 	}
+	sweepStale(base)
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
@@ -80,4 +85,23 @@ func (rd *runDir) remove(keep bool) {
 		return
 	}
 	os.RemoveAll(rd.Dir)
+}
+
+// sweepStale removes run dirs left by a crackbox that was killed: their qemu.pid names a
+// process that no longer exists. Dirs kept after a crash have no pid file and stay.
+func sweepStale(base string) {
+	pids, _ := filepath.Glob(filepath.Join(base, "*", "qemu.pid"))
+	for _, p := range pids {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(filepath.Dir(p))
+		}
+	}
 }

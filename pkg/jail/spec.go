@@ -113,14 +113,14 @@ type Spec struct {
 
 	Kernel    string // default: see FindKernel
 	GuestInit string // default: see FindGuestInit
-	CacheDir  string // default: see CacheDir
+	CacheDir  string // kernels and initramfs images; default: CacheDir()
 	Accel     string // "auto" (default), "kvm" or "tcg"
 	Machine   string // "microvm" (default) or "q35"
 	CPUs      int    // default 1
 	MemoryMiB int    // default 512
 	// Timeout bounds the whole run, boot included; 0 = none.
 	Timeout    time.Duration
-	RunDirBase string // default: see runDirBase
+	RunDirBase string // default: /run/crackbox as root, else $XDG_RUNTIME_DIR/crackbox; QEMU must be able to traverse it
 	Debug      bool
 	Logger     *slog.Logger
 

@@ -62,9 +62,10 @@ type vmmIdentity struct {
 //     namespace sandbox (pivot_root into the share), which creates files with the guest
 //     caller's uid/gid. Read-only shares get a read-only bind mount in a private mount
 //     namespace around virtiofsd, so the host enforces them whatever the guest does.
-//     Caveat: a hostile guest kernel can claim uid 0 to virtiofsd, so in this mode it can
-//     create root-owned files (even setuid ones) in a read-write share; run crackbox
-//     through sudo, or unprivileged, to have shares written strictly as yourself.
+//     virtiofsd runs without CAP_MKNOD, so no device nodes appear on the host. Caveat: a
+//     hostile guest kernel can claim uid 0 to virtiofsd, so in this mode it can create
+//     root-owned files (even setuid ones) in a read-write share; run crackbox through
+//     sudo, or unprivileged, to have shares written strictly as yourself.
 type vmmPlan struct {
 	ID     *vmmIdentity // nil: QEMU keeps crackbox's own identity
 	UserFS string       // FS9P or FSVirtiofs for the caller's shares

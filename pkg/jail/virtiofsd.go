@@ -41,7 +41,10 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 	defer lf.Close()
 
 	fsd := []string{VirtiofsdPath, "--fd=3", "-o", "source=" + s.Host, "-o", "cache=auto",
-		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr"}
+		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
+		// No device nodes: a hostile guest could otherwise plant e.g. a world-writable
+		// block device node in a host directory.
+		"-o", "modcaps=-mknod"}
 	var cmd *exec.Cmd
 	if s.ReadOnly {
 		script := `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`

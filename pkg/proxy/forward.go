@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,7 +20,9 @@ import (
 // returns nil after Shutdown or when ln is closed.
 func (p *Proxy) ServeForward(ln net.Listener) error {
 	return p.serve(ln, func(cc *clientConn) {
-		p.newHTTPSession(cc, nil, 0).serve()
+		s := p.newHTTPSession(cc, nil, 0)
+		defer s.release()
+		s.serve()
 	})
 }
 
@@ -35,7 +38,9 @@ func (p *Proxy) ServeForwardConn(c net.Conn, client Client) {
 		return
 	}
 	defer p.untrack(cc)
-	p.newHTTPSession(cc, &client, 0).serve()
+	s := p.newHTTPSession(cc, &client, 0)
+	defer s.release()
+	s.serve()
 }
 
 // httpSession is one client connection carrying HTTP/1.x requests, in
@@ -61,8 +66,38 @@ func (p *Proxy) newHTTPSession(cc *clientConn, fixed *Client, tport int) *httpSe
 		s.src = fixed.IP
 	}
 	s.dr = &deadlineReader{c: cc, idle: p.idleTimeout}
-	s.br = bufio.NewReaderSize(s.dr, 16<<10)
+	s.br = readerPool.Get().(*bufio.Reader)
+	s.br.Reset(s.dr)
 	return s
+}
+
+// readerPool recycles the request readers: a session holds one only while
+// it reads requests, not while it relays a tunnel.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
+// release returns the session's reader to the pool; the session reads no
+// more requests after it.
+func (s *httpSession) release() {
+	if s.br == nil {
+		return
+	}
+	s.br.Reset(nil)
+	readerPool.Put(s.br)
+	s.br = nil
+}
+
+// handOver writes the bytes the client sent behind its request (a TLS
+// ClientHello pipelined after CONNECT) to up and releases the reader, so an
+// open tunnel does not keep it.
+func (s *httpSession) handOver(up net.Conn) (int64, error) {
+	var n int
+	var err error
+	if k := s.br.Buffered(); k > 0 {
+		b, _ := s.br.Peek(k)
+		n, err = up.Write(b)
+	}
+	s.release()
+	return int64(n), err
 }
 
 func (p *Proxy) idleTimeout() time.Duration { return p.cfg.Load().idleTimeout }
@@ -192,17 +227,14 @@ func (s *httpSession) tunnel(cfg *config, d Decision, up net.Conn) bool {
 	}
 	// A client may pipeline its first bytes (a TLS ClientHello) right
 	// behind the CONNECT; they sit in our buffer, not in the socket.
-	if k := s.br.Buffered(); k > 0 {
-		b, _ := s.br.Peek(k)
-		w, err := up.Write(b)
-		d.BytesOut += int64(w)
-		if err != nil {
-			up.Close()
-			d.Reason = upstreamReason(err)
-			d.Duration = time.Since(d.Time)
-			s.p.record(cfg, d)
-			return false
-		}
+	w, err := s.handOver(up)
+	d.BytesOut += w
+	if err != nil {
+		up.Close()
+		d.Reason = upstreamReason(err)
+		d.Duration = time.Since(d.Time)
+		s.p.record(cfg, d)
+		return false
 	}
 	s.conn.SetDeadline(time.Time{})
 	out, in, _ := s.p.relay(s.conn, up, cfg.idleTimeout)

@@ -41,6 +41,7 @@ func (p *Proxy) handleTransparent(cc *clientConn) {
 // port alone would misroute TLS on 80 or HTTP on 8443.
 func (p *Proxy) serveTransparentConn(cc *clientConn, port int) {
 	s := p.newHTTPSession(cc, nil, port)
+	defer s.release()
 	first, err := s.br.Peek(1)
 	if err != nil {
 		return
@@ -99,11 +100,9 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 	n, err := up.Write(raw)
 	d.BytesOut += int64(n)
 	if err == nil {
-		if k := s.br.Buffered(); k > 0 {
-			b, _ := s.br.Peek(k)
-			n, err = up.Write(b)
-			d.BytesOut += int64(n)
-		}
+		var k int64
+		k, err = s.handOver(up)
+		d.BytesOut += k
 	}
 	if err != nil {
 		up.Close()

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 var errIdle = errors.New("tunnel idle timeout")
 
-// unwrap returns the connection underneath our tracking wrapper so io.Copy
-// sees two *net.TCPConn and can use splice(2).
+// unwrap returns the connection underneath our tracking wrapper so the
+// relay sees two *net.TCPConn and can work on their descriptors.
 func unwrap(c net.Conn) net.Conn {
 	if cc, ok := c.(*clientConn); ok {
 		return cc.Conn
@@ -31,7 +31,8 @@ func newActivity() *activity             { a := &activity{}; a.touch(); return a
 // either side fails, or neither moved a byte for idle. An EOF in one
 // direction is passed on as a half-close so request/response protocols that
 // shut down their write side still get their answer. It returns the bytes
-// sent to up (out) and to the client (in).
+// sent to up (out) and to the client (in). The client->up direction runs on
+// the calling goroutine, so a tunnel costs one extra goroutine.
 func (p *Proxy) relay(client, up net.Conn, idle time.Duration) (out, in int64, err error) {
 	client, up = unwrap(client), unwrap(up)
 	p.active.Add(1)
@@ -41,48 +42,40 @@ func (p *Proxy) relay(client, up net.Conn, idle time.Duration) (out, in int64, e
 		p.metrics.active.Dec()
 	}()
 	act := newActivity()
-	var wg sync.WaitGroup
-	var errOut, errIn error
-	wg.Add(2)
+	var errIn error
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		out, errOut = copyHalf(up, client, idle, act)
-		if errOut != nil {
-			client.Close()
-			up.Close()
-		}
-	}()
-	go func() {
-		defer wg.Done()
+		defer close(done)
 		in, errIn = copyHalf(client, up, idle, act)
 		if errIn != nil {
 			client.Close()
 			up.Close()
 		}
 	}()
-	wg.Wait()
+	out, errOut := copyHalf(up, client, idle, act)
+	if errOut != nil {
+		client.Close()
+		up.Close()
+	}
+	<-done
 	client.Close()
 	up.Close()
 	return out, in, errors.Join(errOut, errIn)
 }
 
-// copyHalf copies src to dst in rounds bounded by a read deadline, so a
-// spliced copy still notices idleness: a round that ends in a timeout
-// continues while either direction moved bytes within idle. Only read
-// deadlines are used because a write deadline could strand spliced bytes.
+// copyHalf copies src to dst, then half-closes dst. It reads in rounds
+// bounded by a read deadline so a blocked copy still notices idleness: a
+// round that ends in a timeout continues while either direction moved bytes
+// within idle. Only read deadlines are used because a write deadline could
+// strand bytes already taken from src.
 func copyHalf(dst, src net.Conn, idle time.Duration, act *activity) (int64, error) {
-	round := idle / 4
-	if round < 10*time.Millisecond {
-		round = 10 * time.Millisecond
-	}
+	round := max(idle/4, 10*time.Millisecond)
+	mover := newMover(dst, src)
 	var total int64
 	for {
 		src.SetReadDeadline(time.Now().Add(round))
-		n, err := io.Copy(dst, src)
+		n, err := mover.copy(act)
 		total += n
-		if n > 0 {
-			act.touch()
-		}
 		if err == nil {
 			// EOF from src: tell dst nothing more is coming.
 			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
@@ -103,4 +96,59 @@ func copyHalf(dst, src net.Conn, idle time.Duration, act *activity) (int64, erro
 		// tunnel, and relay must close both ends so nothing lingers.
 		return total, err
 	}
+}
+
+// mover copies one direction until EOF (nil error) or an error, which
+// includes the read deadline passing.
+type mover interface {
+	copy(act *activity) (int64, error)
+}
+
+func newMover(dst, src net.Conn) mover {
+	if m, ok := newRawMover(dst, src); ok {
+		return m
+	}
+	return &genericMover{dst: dst, src: src}
+}
+
+// genericMover serves connections without a descriptor (streams from a VM
+// control channel, test pipes) with plain io.Copy.
+type genericMover struct{ dst, src net.Conn }
+
+func (m *genericMover) copy(act *activity) (int64, error) {
+	n, err := io.Copy(m.dst, &touchReader{r: m.src, act: act})
+	return n, err
+}
+
+type touchReader struct {
+	r   io.Reader
+	act *activity
+}
+
+func (t *touchReader) Read(b []byte) (int, error) {
+	n, err := t.r.Read(b)
+	if n > 0 {
+		t.act.touch()
+	}
+	return n, err
+}
+
+// sysConn is what the descriptor-level mover needs from both ends.
+type sysConn interface {
+	net.Conn
+	SyscallConn() (syscall.RawConn, error)
+}
+
+func rawConns(dst, src net.Conn) (syscall.RawConn, syscall.RawConn, bool) {
+	d, ok1 := dst.(sysConn)
+	s, ok2 := src.(sysConn)
+	if !ok1 || !ok2 {
+		return nil, nil, false
+	}
+	drc, err1 := d.SyscallConn()
+	src2, err2 := s.SyscallConn()
+	if err1 != nil || err2 != nil {
+		return nil, nil, false
+	}
+	return drc, src2, true
 }

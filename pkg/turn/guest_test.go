@@ -133,7 +133,8 @@ func TestGuestTurnsDelegateDenyDeliver(t *testing.T) {
 
 // A folder's guest sees its own socket and home and nothing of another
 // folder's; only granted secrets reach its env; observed folders' messages
-// are in its prompt.
+// are in its prompt; egress off the allowlist is refused and summarized in
+// the turn record.
 func TestGuestIsolationSecretsObserve(t *testing.T) {
 	jenv := jailtest.Require(t)
 	e := newEnv(t, "", "a", "b")
@@ -156,7 +157,7 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bDir, "private.txt"), []byte("b only"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetProxyOnly,
 		Timeout: 3 * time.Minute, UID: -1, GID: -1}}
 	e.start(t, runner, func(o *Options) { o.MaxRetries = -1 })
 	e.post(t, "web:a", "PROBE")
@@ -166,7 +167,8 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 		t.Fatalf("turn %+v outbound %+v", ts[0], outs)
 	}
 	got := outs[0].Text
-	for _, want := range []string{"/run/ipc=gated.sock ", "/home=node ", "env=GRANTED_KEY ", "[observed b:1]"} {
+	t.Logf("probe reply: %s", got)
+	for _, want := range []string{"/run/ipc=gated.sock ", "/home=node ", "fetch=HTTPError ", "env=GRANTED_KEY ", "[observed b:1]"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("probe %q lacks %q", got, want)
 		}
@@ -174,11 +176,49 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	if strings.Contains(got, "HIDDEN_KEY") || strings.Contains(got, "private") {
 		t.Errorf("probe %q saw what it must not", got)
 	}
+	// The proxy refused the host off the allowlist, and the turn record says so.
+	if !strings.Contains(ts[0].Egress, "blocked.invalid") {
+		t.Errorf("egress summary %q does not name the blocked host", ts[0].Egress)
+	}
 	b, err := os.ReadFile(filepath.Join(e.data, "folders", "a", "probe.txt"))
 	if err != nil || strings.TrimSpace(string(b)) != "a" {
 		t.Fatalf("probe.txt in a's folder: %q %v", b, err)
 	}
 	if _, err := os.Stat(filepath.Join(bDir, "probe.txt")); !os.IsNotExist(err) {
 		t.Fatalf("a's guest wrote into b's folder: %v", err)
+	}
+}
+
+// Escalation in real guests: corp/eng's agent asks its parent, and corp's
+// agent, in its own guest, answers the named chat.
+func TestGuestEscalationReachesParent(t *testing.T) {
+	jenv := jailtest.Require(t)
+	e := newEnv(t, "", "corp", "corp/eng")
+	ctx := context.Background()
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:corp/eng", Action: "mcp:escalate_group", Scope: "corp", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+		Timeout: 3 * time.Minute, UID: -1, GID: -1}}
+	e.start(t, runner, func(o *Options) { o.MaxRetries = -1 })
+	e.post(t, "web:corp/eng", "ESCALATE test:room1 need a budget decision")
+	parent := e.waitTurns(t, "corp", 1)
+	child := e.waitTurns(t, "corp/eng", 1)
+	texts := func(id int64) string {
+		outs, _ := e.st.TurnOutbound(ctx, id)
+		var s []string
+		for _, o := range outs {
+			s = append(s, o.ChatJID+"="+o.Text)
+		}
+		return strings.Join(s, "|")
+	}
+	if got := texts(child[0].ID); !strings.HasPrefix(got, "web:corp/eng=escalated: message") {
+		t.Fatalf("child replies %q", got)
+	}
+	if got := texts(parent[0].ID); got != "test:room1=echo: [escalated from corp/eng] need a budget decision" {
+		t.Fatalf("parent replies %q", got)
+	}
+	if parent[0].Depth != 1 || runner.boots != 2 {
+		t.Fatalf("parent depth %d, %d guests", parent[0].Depth, runner.boots)
 	}
 }

@@ -203,3 +203,27 @@ func TestBuildPromptCapsObserved(t *testing.T) {
 		t.Fatalf("cap keeps the newest: %q", capped)
 	}
 }
+
+// The jail writes stdout and stderr into one limitBuf from two goroutines.
+func TestLimitBufKeepsTail(t *testing.T) {
+	var b limitBuf
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			for range 1000 {
+				b.Write([]byte("0123456789"))
+			}
+			done <- struct{}{}
+		}()
+	}
+	<-done
+	<-done
+	b.Write([]byte("END"))
+	got := b.Bytes()
+	if len(got) > 4*maxOutput || !strings.HasSuffix(string(got), "END") {
+		t.Fatalf("kept %d bytes ending %q", len(got), got[max(0, len(got)-5):])
+	}
+	if s := errText(nil, got); !strings.HasPrefix(s, "output: ") || len(s) > maxOutput+len("output: ") {
+		t.Fatalf("errText %d bytes", len(s))
+	}
+}

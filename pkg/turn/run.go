@@ -1,12 +1,12 @@
 package turn
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/folder"
@@ -113,19 +113,28 @@ func errText(err error, out []byte) string {
 	return strings.Join(parts, "; ")
 }
 
-// limitBuf keeps the last part of what the agent writes.
-type limitBuf struct{ bytes.Buffer }
+// limitBuf keeps the last part of what the agent writes. The jail copies
+// stdout and stderr into it from two goroutines, hence the lock.
+type limitBuf struct {
+	mu  sync.Mutex
+	buf []byte
+}
 
 func (b *limitBuf) Write(p []byte) (int, error) {
-	n := len(p)
-	b.Buffer.Write(p)
-	if b.Len() > 4*maxOutput {
-		keep := b.Bytes()[b.Len()-maxOutput:]
-		nb := append([]byte(nil), keep...)
-		b.Reset()
-		b.Buffer.Write(nb)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 4*maxOutput {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
 	}
-	return n, nil
+	return len(p), nil
+}
+
+// Bytes returns a copy of what was kept.
+func (b *limitBuf) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf...)
 }
 
 // attempt runs the agent once.

@@ -10,6 +10,7 @@ guest) and acts on the last message's text:
   ESCALATE <chat>           escalate_group(rest of text, chat)
   TRY <tool> <json-args>    call any tool and reply with what it answered
   PROBE                     reply with what this guest can see of other folders
+                            and whether it can fetch a host off its allowlist
   anything else             reply "echo: <text>", noting observed context
 """
 import json
@@ -105,6 +106,12 @@ def main():
                 seen.append(path + "=" + ",".join(sorted(os.listdir(path))))
             except OSError as e:
                 seen.append(path + "!" + e.strerror)
+        try:
+            import urllib.request
+            urllib.request.urlopen("http://blocked.invalid/", timeout=20)
+            seen.append("fetch=open")
+        except Exception as e:
+            seen.append("fetch=" + type(e).__name__)
         with open(os.path.join(os.environ.get("HOME", "."), "probe.txt"), "w") as f:
             f.write(os.environ.get("ARIZUKO_FOLDER", "") + "\n")
         mcp.call("reply", {"text": "probe: " + " ".join(seen) + " env=" +

@@ -151,7 +151,8 @@ func Acquire(ctx context.Context) (release func(), err error) {
 	for {
 		for i := 0; i < Slots; i++ {
 			p := filepath.Join(dir, fmt.Sprintf("crackbox-guest-slot-%d.lock", i))
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o666)
+			// Read-only: flock needs no write access, so any user can share the slots.
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_RDONLY, 0o644)
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,209 @@
+package jail_test
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+)
+
+func TestWorkdirOwnerAndReadOnly(t *testing.T) {
+	jailtest.Require(t)
+	const uid = 4321
+	t.Run("writes land owned by the user", func(t *testing.T) {
+		t.Parallel()
+		wd := t.TempDir()
+		if err := os.Chown(wd, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(wd, 0o700)
+		s := jailtest.Spec(t, "sh", "-c", `id -u; pwd; echo hello > out.txt && mkdir sub && touch sub/x && echo wrote`)
+		s.Workdir = wd
+		s.User = &jail.User{UID: uid, GID: uid, Home: "/home/tester"}
+		var out, errb bytes.Buffer
+		s.Stdout, s.Stderr = &out, &errb
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+		}
+		if want := "4321\n" + wd + "\nwrote\n"; out.String() != want {
+			t.Fatalf("stdout %q, want %q", out.String(), want)
+		}
+		for _, name := range []string{"out.txt", "sub", "sub/x"} {
+			st, err := os.Stat(filepath.Join(wd, name))
+			if err != nil {
+				t.Fatalf("%s not on the host: %v", name, err)
+			}
+			sys := st.Sys().(*syscall.Stat_t)
+			if sys.Uid != uid || sys.Gid != uid {
+				t.Errorf("%s owned by %d:%d, want %d:%d", name, sys.Uid, sys.Gid, uid, uid)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(wd, "out.txt")); string(b) != "hello\n" {
+			t.Errorf("out.txt = %q", b)
+		}
+	})
+	t.Run("read-only workdir holds even for guest root", func(t *testing.T) {
+		t.Parallel()
+		wd, vol := t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(wd, "keep.txt"), []byte("original\n"), 0o644)
+		s := jailtest.Spec(t, "sh", "-c", `cat keep.txt
+mount -o remount,rw "$PWD" 2>/dev/null
+if echo changed > keep.txt 2>/dev/null; then echo wrote-ro; else echo ro-refused; fi
+if touch new.txt 2>/dev/null; then echo created-ro; else echo ro-create-refused; fi
+echo data > /data/v.txt && echo vol-written
+if mknod /data/null c 1 3 2>/dev/null; then echo mknod-allowed; else echo mknod-refused; fi`)
+		s.Workdir, s.WorkdirRO, s.Root = wd, true, true
+		s.Volumes = []jail.Volume{{Host: vol, Guest: "/data"}}
+		var out bytes.Buffer
+		s.Stdout = &out
+		res, err := jailtest.Run(t, s)
+		if err != nil || res.Exit != 0 {
+			t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
+		}
+		if want := "original\nro-refused\nro-create-refused\nvol-written\nmknod-refused\n"; out.String() != want {
+			t.Fatalf("stdout %q, want %q", out.String(), want)
+		}
+		if b, _ := os.ReadFile(filepath.Join(wd, "keep.txt")); string(b) != "original\n" {
+			t.Errorf("read-only file changed on the host: %q", b)
+		}
+		if _, err := os.Stat(filepath.Join(wd, "new.txt")); err == nil {
+			t.Error("new.txt appeared in the read-only workdir")
+		}
+		if b, _ := os.ReadFile(filepath.Join(vol, "v.txt")); string(b) != "data\n" {
+			t.Errorf("volume write not on the host: %q", b)
+		}
+	})
+}
+
+func TestRootFS(t *testing.T) {
+	jailtest.Require(t)
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Skip("needs a static /bin/busybox (apt-get install busybox-static)")
+	}
+	rfs := t.TempDir()
+	os.Chmod(filepath.Dir(rfs), 0o755)
+	os.Chmod(rfs, 0o755)
+	os.MkdirAll(filepath.Join(rfs, "bin"), 0o755)
+	if err := os.WriteFile(filepath.Join(rfs, "bin", "busybox"), bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("busybox", filepath.Join(rfs, "bin", "sh"))
+	os.WriteFile(filepath.Join(rfs, "marker"), []byte("from-rootfs\n"), 0o644)
+	s := jailtest.Spec(t, "/bin/sh", "-c", `cat /marker; [ -e /usr/bin ] && echo host-usr-visible; echo x > /marker && echo overlay-writable`)
+	s.RootFS = rfs
+	var out bytes.Buffer
+	s.Stdout = &out
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 || out.String() != "from-rootfs\noverlay-writable\n" {
+		t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(rfs, "marker")); string(b) != "from-rootfs\n" {
+		t.Errorf("guest write reached the rootfs on the host: %q", b)
+	}
+}
+
+// TestHostSecretsInvisible runs one guest as root that reports every secret it can see.
+func TestHostSecretsInvisible(t *testing.T) {
+	t.Setenv("CRACKBOX_TEST_CANARY", "canary-value-7f3a")
+	masked := []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/machine-id", "/etc/ssl/private"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
+	masked = append(masked, keys...)
+	var script strings.Builder
+	for _, p := range masked {
+		// stat reports the host file's size even where QEMU (nobody) could not read it,
+		// so only a real mask shows size 0 (a file) or a tmpfs (a directory).
+		script.WriteString(`if [ -d ` + p + ` ]; then echo "` + p + ` fs=$(stat -f -c %T ` + p + `) entries=$(ls -A ` + p + ` | wc -l)"; else echo "` + p + ` size=$(stat -c %s ` + p + `) bytes=$(cat ` + p + ` 2>/dev/null | wc -c)"; fi` + "\n")
+	}
+	script.WriteString(`echo "root-entries=$(ls -A /root 2>/dev/null | wc -l)"
+echo "home-entries=$(ls -A /home 2>/dev/null | wc -l)"
+env
+`)
+	s := jailtest.Spec(t, "sh", "-c", script.String())
+	s.Root = true
+	s.Env = []string{"PASSED_ON_PURPOSE=yes"}
+	var out bytes.Buffer
+	s.Stdout = &out
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
+	}
+	got := map[string]string{}
+	var env []string
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		line := sc.Text()
+		if k, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(k, "/") {
+			got[k] = v
+			continue
+		}
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasSuffix(k, "-entries") {
+			got[k] = v
+			continue
+		}
+		env = append(env, line)
+	}
+	for _, p := range masked {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		v := got[p]
+		if v != "size=0 bytes=0" && v != "fs=tmpfs entries=0" {
+			t.Errorf("%s visible in the guest: %q", p, v)
+		}
+	}
+	for _, k := range []string{"root-entries", "home-entries"} {
+		if got[k] != "0" {
+			t.Errorf("%s = %q, want 0", k, got[k])
+		}
+	}
+	joined := strings.Join(env, "\n")
+	if strings.Contains(joined, "canary-value-7f3a") || strings.Contains(joined, "CRACKBOX_TEST_CANARY") {
+		t.Errorf("host env leaked into the guest:\n%s", joined)
+	}
+	if !strings.Contains(joined, "PASSED_ON_PURPOSE=yes") {
+		t.Errorf("-e variable missing from the guest env:\n%s", joined)
+	}
+	if !strings.Contains(joined, "HOME=/root") || !strings.Contains(joined, "PATH="+jail.DefaultPath) {
+		t.Errorf("HOME or PATH wrong:\n%s", joined)
+	}
+}
+
+// TestSudoSharesOwnedByInvoker runs as root "through sudo": QEMU drops to the invoking
+// user and serves the workdir over 9p, so even guest root writes land as that user.
+func TestSudoSharesOwnedByInvoker(t *testing.T) {
+	jailtest.Require(t)
+	const uid = 4322
+	t.Setenv("SUDO_UID", "4322")
+	t.Setenv("SUDO_GID", "4322")
+	wd := t.TempDir()
+	os.Chmod(filepath.Dir(wd), 0o755)
+	if err := os.Chown(wd, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(wd, 0o700)
+	s := jailtest.Spec(t, "sh", "-c", `echo x > f && chown 0:0 f 2>/dev/null; mkdir d && echo wrote`)
+	s.Workdir, s.Root = wd, true
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 || out.String() != "wrote\n" {
+		t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+	}
+	for _, name := range []string{"f", "d"} {
+		st, err := os.Stat(filepath.Join(wd, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != uid || sys.Gid != uid {
+			t.Errorf("%s owned by %d:%d, want the invoking user %d", name, sys.Uid, sys.Gid, uid)
+		}
+	}
+}

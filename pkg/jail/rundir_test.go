@@ -1,0 +1,64 @@
+package jail
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+func TestRunDir(t *testing.T) {
+	base := t.TempDir()
+	rd, err := newRunDir(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{rd.Dir, rd.VM} {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v mode %v, want 0700", d, err, st.Mode().Perm())
+		}
+	}
+	os.WriteFile(rd.path("console.log"), []byte("boot"), 0o600)
+	os.WriteFile(rd.vmPath("ctl.sock"), nil, 0o600)
+	rd.remove(true)
+	if _, err := os.Stat(rd.path("console.log")); err != nil {
+		t.Fatalf("crash keep lost console.log: %v", err)
+	}
+	if _, err := os.Stat(rd.VM); !os.IsNotExist(err) {
+		t.Fatalf("crash keep left the sockets dir: %v", err)
+	}
+	rd.remove(false)
+	if _, err := os.Stat(rd.Dir); !os.IsNotExist(err) {
+		t.Fatalf("run dir not removed: %v", err)
+	}
+}
+
+func TestSweepStale(t *testing.T) {
+	base := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(name, pid string) string {
+		d := filepath.Join(base, name)
+		os.MkdirAll(d, 0o700)
+		if pid != "" {
+			os.WriteFile(filepath.Join(d, "qemu.pid"), []byte(pid+"\n"), 0o600)
+		}
+		return d
+	}
+	stale := mk("stale", strconv.Itoa(dead.Process.Pid))
+	live := mk("live", strconv.Itoa(os.Getpid()))
+	kept := mk("kept", "")
+	sweepStale(base)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale run dir survived: %v", err)
+	}
+	for _, d := range []string{live, kept} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", d, err)
+		}
+	}
+}
