@@ -98,11 +98,11 @@ bench_proxy() {
   CGO_ENABLED=0 $GO build -o bin/proxybench ./bench/proxybench
   mkdir -p "$OUT"
 
-  # An idle tunnel costs the bench two descriptors and a proxy two to six:
-  # crackbox's spliced copies each hold a pipe while they wait for data.
+  # An idle tunnel costs the bench two descriptors (its client socket and
+  # its upstream socket) and each proxy two.
   ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
   NOFILE=$(ulimit -n)
-  local notes=() max=$(((NOFILE - 512) / 6))
+  local notes=() max=$(((NOFILE - 1024) / 2))
   if [ "$IDLE" -gt "$max" ]; then
     notes+=("RLIMIT_NOFILE could not be raised past $NOFILE here, so the idle phase holds $max tunnels per proxy; the 10,000-tunnel RSS is extrapolated linearly from it")
     IDLE=$max

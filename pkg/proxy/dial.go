@@ -78,7 +78,9 @@ func (p *Proxy) dial(ctx context.Context, cfg *config, addrs []netip.Addr, port 
 	var firstErr error
 	for _, a := range addrs {
 		start := time.Now()
-		d := net.Dialer{Timeout: cfg.dialTimeout}
+		// No TCP keepalive: the tunnel idle timeout already ends silent
+		// connections, and the socket options cost system calls per tunnel.
+		d := net.Dialer{Timeout: cfg.dialTimeout, KeepAlive: -1}
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		p.metrics.dial.Observe(time.Since(start).Seconds())
 		if err == nil {

@@ -20,8 +20,12 @@ func unwrap(c net.Conn) net.Conn {
 	return c
 }
 
-// activity is the last time either direction moved bytes.
-type activity struct{ last atomic.Int64 }
+// activity is the last time either direction moved bytes, and how many
+// directions have reached EOF.
+type activity struct {
+	last  atomic.Int64
+	ended atomic.Int32
+}
 
 func (a *activity) touch()               { a.last.Store(time.Now().UnixNano()) }
 func (a *activity) since() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
@@ -77,6 +81,12 @@ func copyHalf(dst, src net.Conn, idle time.Duration, act *activity) (int64, erro
 		n, err := mover.copy(act)
 		total += n
 		if err == nil {
+			if act.ended.Add(1) == 2 {
+				// Both peers have sent their FIN and read queues are
+				// empty, so relay's close sends dst the same FIN a
+				// shutdown would; skip the extra system call.
+				return total, nil
+			}
 			// EOF from src: tell dst nothing more is coming.
 			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 				if cerr := cw.CloseWrite(); cerr != nil {
