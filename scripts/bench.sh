@@ -5,7 +5,8 @@
 # and writes the report to $BENCH_OUT/proxy.md (default bin/bench).
 #
 # Knobs (environment): BENCH_OUT, BENCH_REPEAT, BENCH_BYTES, BENCH_TUNNELS, BENCH_CONCURRENCY,
-# BENCH_LATENCY_TUNNELS, BENCH_IDLE_TUNNELS, BENCH_PORT_BASE.
+# BENCH_LATENCY_TUNNELS, BENCH_IDLE_TUNNELS, BENCH_PORT_BASE, and BENCH_BASELINE: the
+# path of an earlier crackbox binary to measure in the same run as "crackbox-before".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +18,8 @@ UPSTREAM_PORT=$BASE
 CRACKBOX_PORT=$((BASE + 1))
 SQUID_PORT=$((BASE + 2))
 TINYPROXY_PORT=$((BASE + 3))
+BASELINE_PORT=$((BASE + 4))
+BASELINE=${BENCH_BASELINE:-}
 IDLE=${BENCH_IDLE_TUNNELS:-10000}
 SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
 
@@ -107,7 +110,11 @@ bench_proxy() {
     notes+=("RLIMIT_NOFILE could not be raised past $NOFILE here, so the idle phase holds $max tunnels per proxy; the 10,000-tunnel RSS is extrapolated linearly from it")
     IDLE=$max
   fi
-  for p in $UPSTREAM_PORT $CRACKBOX_PORT $SQUID_PORT $TINYPROXY_PORT; do port_free "$p"; done
+  if [ -n "$BASELINE" ] && [ ! -x "$BASELINE" ]; then
+    log "BENCH_BASELINE=$BASELINE is not an executable crackbox binary"
+    exit 1
+  fi
+  for p in $UPSTREAM_PORT $CRACKBOX_PORT $SQUID_PORT $TINYPROXY_PORT ${BASELINE:+$BASELINE_PORT}; do port_free "$p"; done
 
   TMP=$(mktemp -d /tmp/crackbox-bench.XXXXXX)
   chmod 755 "$TMP"
@@ -123,6 +130,16 @@ bench_proxy() {
     --client 127.0.0.1 --allow "$HOST:$UPSTREAM_PORT" >"$TMP/crackbox.log" 2>&1 &
   local cb=$!
   PIDS+=("$cb")
+  local before=() bl=""
+  if [ -n "$BASELINE" ]; then
+    env $(compgen -e | grep '^CRACKBOX_' | sed 's/^/-u /') \
+      "$BASELINE" proxy serve --config "$TMP/crackbox.toml" \
+      --listen "127.0.0.1:$BASELINE_PORT" --transparent "" --admin "" \
+      --client 127.0.0.1 --allow "$HOST:$UPSTREAM_PORT" >"$TMP/crackbox-before.log" 2>&1 &
+    bl=$!
+    PIDS+=("$bl")
+    before=(-target "crackbox-before=127.0.0.1:$BASELINE_PORT,pid=$bl,host=$HOST,baseline")
+  fi
 
   # squid drops to the proxy user, which must own its log directory.
   DIR=$TMP/squid PORT=$SQUID_PORT
@@ -158,6 +175,7 @@ bench_proxy() {
   PIDS+=("$tp")
 
   wait_port "$cb" "$CRACKBOX_PORT" crackbox
+  [ -n "$bl" ] && wait_port "$bl" "$BASELINE_PORT" crackbox-before
   wait_port "$sq" "$SQUID_PORT" squid
   wait_port "$tp" "$TINYPROXY_PORT" tinyproxy
 
@@ -165,6 +183,7 @@ bench_proxy() {
   rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
   git diff --quiet HEAD -- cmd/crackbox pkg 2>/dev/null || rev="$rev+dirty"
   notes+=("Versions: crackbox $rev, $(squid -v | head -1 | sed 's/ Cache: Version//'), $(tinyproxy -v 2>&1 | head -1)")
+  [ -n "$BASELINE" ] && notes+=("crackbox-before: $BASELINE (BENCH_BASELINE), an earlier build measured in the same run for a before/after comparison; it is not one of the proxies crackbox is ranked against")
   notes+=("Load average at start: $(cut -d' ' -f1-3 /proc/loadavg)")
   local args=()
   for n in "${notes[@]}"; do args+=(-note "$n"); done
@@ -176,6 +195,7 @@ bench_proxy() {
     -target "crackbox=127.0.0.1:$CRACKBOX_PORT,pid=$cb,host=$HOST" \
     -target "squid=127.0.0.1:$SQUID_PORT,pid=$sq,host=$HOST" \
     -target "tinyproxy=127.0.0.1:$TINYPROXY_PORT,pid=$tp,host=$tphost" \
+    "${before[@]}" \
     -subject crackbox \
     -repeat "${BENCH_REPEAT:-5}" -bytes "${BENCH_BYTES:-1073741824}" \
     -tunnels "${BENCH_TUNNELS:-5000}" -rate-rounds 10 \
@@ -187,4 +207,33 @@ bench_proxy() {
   log "report written to $OUT/proxy.md and $OUT/proxy.json"
 }
 
-bench_proxy
+# bench_jail: guest boot against its floor, idle RSS and work-directory I/O
+# (pkg/jail/bench_test.go) through the crackbox binary, as a user runs it. Needs
+# root, qemu-system-x86_64 and a built kernel (make kernel); skipped otherwise.
+# Writes $OUT/jail.txt. BENCH_JAIL_N samples each (5).
+bench_jail() {
+  if [ "$(id -u)" != 0 ]; then
+    log "guest benchmarks need root; skipped"
+    return 0
+  fi
+  log "building crackbox and guest-init for the guest benchmarks"
+  mkdir -p "$OUT" bin
+  CGO_ENABLED=0 $GO build -o bin/crackbox ./cmd/crackbox
+  CGO_ENABLED=0 $GO build -trimpath -ldflags='-s -w' -o bin/guest-init ./guestfs/init
+  local n=${BENCH_JAIL_N:-5}
+  log "running guest benchmarks, $n samples each (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  {
+    echo "# crackbox guest benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc), $(qemu-system-x86_64 --version | head -1)"
+    CRACKBOX_BENCH_BIN=$PWD/bin/crackbox CRACKBOX_GUEST_INIT=$PWD/bin/guest-init \
+      timeout 1800 $GO test -run '^$' -bench 'RunVsFloor|IdleRSS|WorkdirIO' \
+      -benchtime "${n}x" -timeout 30m -v ./pkg/jail
+  } 2>&1 | tee "$OUT/jail.txt"
+  log "report written to $OUT/jail.txt"
+}
+
+case "${BENCH_ONLY:-all}" in
+  proxy) bench_proxy ;;
+  jail) bench_jail ;;
+  *) bench_proxy; bench_jail ;;
+esac

@@ -19,6 +19,9 @@ type target struct {
 	Proxy string `json:"proxy,omitempty"` // proxy address; empty = direct
 	Host  string `json:"host,omitempty"`  // CONNECT host name
 	PID   int    `json:"pid,omitempty"`   // proxy process, for RSS and CPU
+	// Baseline marks an earlier build of the subject, run for a before/after
+	// comparison; it is not one of the other proxies the subject is ranked against.
+	Baseline bool `json:"baseline,omitempty"`
 }
 
 func (t target) direct() bool { return t.Proxy == "" }

@@ -21,7 +21,7 @@ type targetFlags []target
 
 func (t *targetFlags) String() string { return fmt.Sprint(*t) }
 
-// Set parses "direct" or "NAME=ADDR[,pid=N][,host=NAME]".
+// Set parses "direct" or "NAME=ADDR[,pid=N][,host=NAME][,baseline]".
 func (t *targetFlags) Set(s string) error {
 	if s == "direct" {
 		*t = append(*t, target{Name: "direct"})
@@ -29,13 +29,15 @@ func (t *targetFlags) Set(s string) error {
 	}
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" || name == "direct" {
-		return fmt.Errorf("target %q: want direct or NAME=ADDR[,pid=N][,host=NAME]", s)
+		return fmt.Errorf("target %q: want direct or NAME=ADDR[,pid=N][,host=NAME][,baseline]", s)
 	}
 	parts := strings.Split(rest, ",")
 	tg := target{Name: name, Proxy: parts[0], Host: "127.0.0.1"}
 	for _, kv := range parts[1:] {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
+		case "baseline":
+			tg.Baseline = true
 		case "pid":
 			pid, err := strconv.Atoi(v)
 			if err != nil || pid <= 0 {
@@ -45,7 +47,7 @@ func (t *targetFlags) Set(s string) error {
 		case "host":
 			tg.Host = v
 		default:
-			return fmt.Errorf("target %q: unknown option %q (want pid= or host=)", s, k)
+			return fmt.Errorf("target %q: unknown option %q (want pid=, host= or baseline)", s, k)
 		}
 	}
 	if tg.PID == 0 {
@@ -66,7 +68,7 @@ func main() {
 		notes   noteFlags
 	)
 	upstreamAddr := flag.String("upstream", "127.0.0.1:18080", "address the built-in upstream listens on (loopback)")
-	flag.Var(&targets, "target", "direct, or NAME=PROXYADDR,pid=N[,host=CONNECTNAME] (repeatable, order kept)")
+	flag.Var(&targets, "target", "direct, or NAME=PROXYADDR,pid=N[,host=CONNECTNAME][,baseline] (repeatable, order kept; baseline = an earlier build of the subject, not ranked against)")
 	flag.Var(&notes, "note", "line added to the report header (repeatable)")
 	subject := flag.String("subject", "crackbox", "target the issue's goals apply to")
 	bytes := flag.Int64("bytes", 1<<30, "size of the throughput transfer")

@@ -20,6 +20,7 @@ func TestTargetFlag(t *testing.T) {
 		{in: "direct", want: target{Name: "direct"}},
 		{in: "squid=127.0.0.1:3128,pid=42", want: target{Name: "squid", Proxy: "127.0.0.1:3128", Host: "127.0.0.1", PID: 42}},
 		{in: "cb=127.0.0.1:1,pid=7,host=up.test", want: target{Name: "cb", Proxy: "127.0.0.1:1", Host: "up.test", PID: 7}},
+		{in: "old=127.0.0.1:1,pid=7,baseline", want: target{Name: "old", Proxy: "127.0.0.1:1", Host: "127.0.0.1", PID: 7, Baseline: true}},
 		{in: "cb=127.0.0.1:1", err: true},              // no pid
 		{in: "cb=127.0.0.1:1,pid=x", err: true},        // bad pid
 		{in: "cb=127.0.0.1:1,pid=1,port=2", err: true}, // unknown option

@@ -114,7 +114,7 @@ func verdicts(rs []*result, subject string, idleGoal int) []verdict {
 	}
 	var best *result
 	for _, r := range rs {
-		if r != s && !r.Target.direct() && (best == nil || r.RatePerSec > best.RatePerSec) {
+		if r != s && !r.Target.direct() && !r.Target.Baseline && (best == nil || r.RatePerSec > best.RatePerSec) {
 			best = r
 		}
 	}
@@ -124,6 +124,11 @@ func verdicts(rs []*result, subject string, idleGoal int) []verdict {
 		if s.RateCPU > 0 && best.RateCPU > 0 {
 			measured += fmt.Sprintf("; proxy CPU per tunnel %.2f× %s's",
 				(s.RateCPU/float64(s.RateTunnels))/(best.RateCPU/float64(best.RateTunnels)), best.Target.Name)
+		}
+		for _, r := range rs {
+			if r.Target.Baseline && r.RatePerSec > 0 {
+				measured += fmt.Sprintf("; %s %.2f×", r.Target.Name, r.RatePerSec/best.RatePerSec)
+			}
 		}
 		out = append(out, verdict{Name: "tunnel rate vs best other proxy", Value: ratio, Unit: "×",
 			Measured: measured, Target: fmt.Sprintf("≥ %.1f×", wantRateRatio),

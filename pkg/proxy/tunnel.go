@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -141,24 +140,4 @@ func (t *touchReader) Read(b []byte) (int, error) {
 		t.act.touch()
 	}
 	return n, err
-}
-
-// sysConn is what the descriptor-level mover needs from both ends.
-type sysConn interface {
-	net.Conn
-	SyscallConn() (syscall.RawConn, error)
-}
-
-func rawConns(dst, src net.Conn) (syscall.RawConn, syscall.RawConn, bool) {
-	d, ok1 := dst.(sysConn)
-	s, ok2 := src.(sysConn)
-	if !ok1 || !ok2 {
-		return nil, nil, false
-	}
-	drc, err1 := d.SyscallConn()
-	src2, err2 := s.SyscallConn()
-	if err1 != nil || err2 != nil {
-		return nil, nil, false
-	}
-	return drc, src2, true
 }

@@ -53,8 +53,8 @@ func randomBytes(seed uint64, n int) []byte {
 }
 
 // TestTunnelBulkBothWays moves several MiB each way through a CONNECT
-// tunnel, which takes the splice path, and checks every byte and the
-// half-close in between.
+// tunnel, which switches both directions to bulk buffers, and checks every
+// byte and the half-close in between.
 func TestTunnelBulkBothWays(t *testing.T) {
 	const size = 6 << 20
 	port := sinkHashServer(t, size)
@@ -100,7 +100,8 @@ func TestTunnelBulkBothWays(t *testing.T) {
 }
 
 // TestIdleTunnelsHoldOnlySockets: an idle tunnel costs the proxy its two
-// sockets, no splice pipes (which would be two descriptors per direction).
+// sockets and nothing else (io.Copy's splice would hold a pipe, two more
+// descriptors, per direction while it waits).
 func TestIdleTunnelsHoldOnlySockets(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("counts descriptors in /proc/self/fd")
