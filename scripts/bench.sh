@@ -208,7 +208,8 @@ bench_proxy() {
 }
 
 # bench_jail: guest boot against its floor, idle RSS and work-directory I/O
-# (pkg/jail/bench_test.go) through the crackbox binary, as a user runs it. Needs
+# (pkg/jail/bench_test.go) through the crackbox binary, as a user runs it, and
+# the guest-init phases of an in-process run. Needs
 # root, qemu-system-x86_64 and a built kernel (make kernel); skipped otherwise.
 # Writes $OUT/jail.txt. BENCH_JAIL_N samples each (5).
 bench_jail() {
@@ -226,14 +227,27 @@ bench_jail() {
     echo "# crackbox guest benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc), $(qemu-system-x86_64 --version | head -1)"
     CRACKBOX_BENCH_BIN=$PWD/bin/crackbox CRACKBOX_GUEST_INIT=$PWD/bin/guest-init \
-      timeout 1800 $GO test -run '^$' -bench 'RunVsFloor|IdleRSS|WorkdirIO' \
+      timeout 1800 $GO test -run '^$' -bench 'RunVsFloor|GuestPhases|IdleRSS|WorkdirIO' \
       -benchtime "${n}x" -timeout 30m -v ./pkg/jail
   } 2>&1 | tee "$OUT/jail.txt"
   log "report written to $OUT/jail.txt"
 }
 
+# Network jail (root, boots guests): `crackbox run -- true` per network mode, and a
+# 32 MiB download by curl in a tap-mode guest through the jail's proxy as a ratio
+# to the same proxy on the host alone. Figures go to $OUT/netjail.txt; BENCHMARKS.md
+# "## Network jail" quotes them.
+bench_netjail() {
+  mkdir -p "$OUT"
+  log "network jail benchmarks (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  timeout 1800 $GO test -run '^$' -bench 'RunNet|TunnelGuestVsHost' \
+    -benchtime "${BENCH_NETJAIL_N:-5}x" -timeout 30m ./cmd/crackbox 2>&1 | tee "$OUT/netjail.txt"
+  log "report written to $OUT/netjail.txt"
+}
+
 case "${BENCH_ONLY:-all}" in
   proxy) bench_proxy ;;
   jail) bench_jail ;;
+  netjail) bench_netjail ;;
   *) bench_proxy; bench_jail ;;
 esac

@@ -5,13 +5,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/initramfs"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
 )
 
 func init() {
@@ -24,7 +24,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			if bad := doctor(cmd.OutOrStdout(), cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel); bad > 0 {
+			if bad := doctor(cmd.OutOrStdout(), cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net); bad > 0 {
 				return exitError{1}
 			}
 			return nil
@@ -35,7 +35,7 @@ func init() {
 }
 
 // doctor prints one line per check and returns how many required pieces are missing.
-func doctor(w io.Writer, kernel, guestInit, accel string) int {
+func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 	bad := 0
 	line := func(ok bool, required bool, what, detail, fix string) {
 		mark := "ok  "
@@ -96,11 +96,12 @@ func doctor(w io.Writer, kernel, guestInit, accel string) int {
 		line(true, false, "vhost-vsock", "/dev/vhost-vsock usable", "")
 	}
 
-	if hasCap(12) { // CAP_NET_ADMIN
-		line(true, false, "net-admin", "CAP_NET_ADMIN held: tap networking possible", "")
-	} else {
-		line(false, false, "net-admin", "no CAP_NET_ADMIN: only --net none works", "run crackbox as root (sudo) for tap networking")
+	mode, why, err := netModeReason(netMode)
+	netFix := ""
+	if mode != jail.NetTap {
+		netFix = "run crackbox as root (sudo) for tap networking, where nftables confines every packet"
 	}
+	line(err == nil && mode == jail.NetTap, err != nil, "network", why, netFix)
 
 	if _, err := os.Stat(jail.VirtiofsdPath); err != nil {
 		req := os.Geteuid() == 0
@@ -111,17 +112,25 @@ func doctor(w io.Writer, kernel, guestInit, accel string) int {
 	return bad
 }
 
-// hasCap reports whether the effective capability set holds capability bit n.
-func hasCap(n uint) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && m&(1<<n) != 0
+// netModeReason says which network mode crackbox run would use for the configured
+// run.net and why.
+func netModeReason(configured string) (mode, why string, err error) {
+	avail := netjail.Available()
+	switch configured {
+	case "", netjail.ModeAuto:
+		if avail == nil {
+			return jail.NetTap, "auto -> tap: CAP_NET_ADMIN held, the guest gets a tap confined by nftables", nil
 		}
+		return jail.NetProxyOnly, "auto -> proxy-only (no NIC; proxy-aware clients only): " + avail.Error(), nil
+	case jail.NetTap:
+		if avail != nil {
+			return "", "tap (run.net) is not possible: " + avail.Error(), avail
+		}
+		return jail.NetTap, "tap (run.net): CAP_NET_ADMIN held", nil
+	case jail.NetProxyOnly, "user":
+		return jail.NetProxyOnly, "proxy-only (run.net): no NIC; proxy-aware clients only", nil
+	case jail.NetNone:
+		return jail.NetNone, "none (run.net): loopback only", nil
 	}
-	return false
+	return "", fmt.Sprintf("run.net %q is not a network mode", configured), fmt.Errorf("bad run.net")
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -15,7 +17,15 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
+	"github.com/crackbox/crackbox/pkg/runrec"
 )
+
+// stopSignal is the signal that made forwardSignals stop the guest.
+var stopSignal atomic.Int32
+
+// termGrace is how long the command may take to exit after SIGTERM before the guest is stopped.
+const termGrace = 10 * time.Second
 
 var runBinds = []flagBind{
 	{"kernel", "run.kernel"},
@@ -34,6 +44,7 @@ type runFlags struct {
 	noWorkdir, ro, force    bool
 	root, debug             bool
 	rootfs, machine, hostnm string
+	net                     netFlags
 }
 
 func init() {
@@ -45,10 +56,20 @@ func init() {
 read-only (secrets masked), the current directory read-write at the same path, and
 nothing else of the host unless shared with -v or passed with -e.
 
+The guest's only way out is a proxy started for this run that lets it reach the
+hosts named with --allow (comma-separated, repeatable; --allow none.invalid blocks
+everything) and nothing else. As root the guest gets a tap device whose traffic
+nftables confines to that proxy and its DNS responder (--net tap); otherwise it has
+no NIC and proxy-aware clients reach the proxy over the control channel
+(--net proxy-only). --net auto picks tap when possible. At exit a line on stderr
+names what was blocked (-q hides it); --learn allows nothing and prints the --allow
+list the command would have needed. Each run leaves a record: crackbox runs ls.
+
 The exit status is the command's; 125 means crackbox itself failed (including a
 guest crash and --timeout), 126 the command is not executable, 127 not found,
 128+N killed by signal N. Ctrl-C is forwarded as SIGINT; a second Ctrl-C within
-2 seconds stops the guest.`,
+2 seconds stops the guest. SIGTERM is forwarded too; a command still running 10
+seconds later is stopped (exit 143). The network is torn down on every path.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd, args, rf)
@@ -78,7 +99,13 @@ guest crash and --timeout), 126 the command is not executable, 127 not found,
 	f.String("memory", "512M", "guest memory, e.g. 256M, 1G")
 	f.Int("cpus", 1, "guest vCPUs")
 	f.String("timeout", "0", "stop the guest after this long (e.g. 30s, 5m); exit 125")
-	f.String("net", "none", "network: none (tap and proxy-only arrive with --allow)")
+	f.String("net", "auto", "network: auto (tap when root, else proxy-only), tap, proxy-only or none")
+	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
+	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
+	f.StringArrayVar(&rf.net.allowCIDRs, "allow-cidr", nil, "private range allowed hosts may resolve into, e.g. 10.0.0.0/8 (repeatable)")
+	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file (- is stderr)")
+	f.BoolVar(&rf.net.learn, "learn", false, "allow nothing, record every host the command tries, print them as an --allow list")
+	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "do not print the blocked-egress summary at exit")
 	root.AddCommand(cmd)
 }
 
@@ -97,6 +124,20 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
+	list, err := allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts)
+	if err != nil {
+		return err
+	}
+	popts, err := runProxyOptions(cfg, rf.net.allowCIDRs)
+	if err != nil {
+		return err
+	}
+	var pool netip.Prefix
+	if cfg.Run.AddrPool != "" {
+		if pool, err = netip.ParsePrefix(cfg.Run.AddrPool); err != nil {
+			return fmt.Errorf("run.addr_pool %q: %w", cfg.Run.AddrPool, err)
+		}
+	}
 
 	stdinFd := int(os.Stdin.Fd())
 	stdinTTY := term.IsTerminal(stdinFd)
@@ -106,6 +147,75 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
 	resize := make(chan [2]uint16, 1)
 	spec.Resize = resize
+
+	// Signals are caught before anything is built so that Ctrl-C or SIGTERM during
+	// setup still runs the cleanup below.
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	sigs := make(chan int, 4)
+	spec.Signals = sigs
+	stopSignals := forwardSignals(ctx, cancel, sigs, resize, rf.tty)
+	defer stopSignals()
+
+	// Leftovers of runs killed with SIGKILL go first, whatever this run's mode.
+	if netjail.Available() == nil {
+		if removed, err := netjail.GC(netjail.DefaultRunsDir); err != nil {
+			log.Warn("gc of dead runs", "err", err)
+		} else if len(removed) > 0 {
+			log.Info("removed leftovers of dead runs", "objects", removed)
+		}
+	}
+
+	store := runStore()
+	entries := list.Entries()
+	rec, err := store.Create(runrec.Manifest{
+		ID: runrec.NewID(time.Now()), Argv: argv, Workdir: spec.Workdir,
+		Allow: entries, Learn: rf.net.learn, Net: cfg.Run.Net,
+	})
+	if err != nil {
+		return err
+	}
+	finish := func(res jail.Result, mode string, nr *netjail.Run, runErr error) {
+		ferr := rec.Finish(func(m *runrec.Manifest) {
+			m.Net, m.Accel, m.Exit, m.Signal = mode, res.Accel, res.Exit, res.Signal
+			m.BootMS, m.RunMS = res.Boot.Milliseconds(), res.Run.Milliseconds()
+			m.Blocked = nr.Blocked()
+			if rf.net.learn {
+				m.Learned = nr.Learned()
+			}
+			if res.ConsoleLog != "" {
+				m.RunDir = res.RunDir
+			}
+			if runErr != nil {
+				m.Status, m.Error = runrec.StatusFailed, runErr.Error()
+			} else if res.ExecError != "" {
+				m.Error = res.ExecError
+			}
+		})
+		if ferr != nil {
+			log.Warn("run record", "id", rec.ID(), "err", ferr)
+		}
+	}
+	dlog, closeLog, err := decisionSink(rec, rf.net.logFile)
+	if err != nil {
+		finish(jail.Result{Exit: jail.ExitFailed}, cfg.Run.Net, nil, err)
+		return err
+	}
+	defer closeLog()
+	popts.DecisionLog = dlog
+	popts.Logger = log
+	nr, err := netjail.Prepare(ctx, netjail.Options{
+		Mode: cfg.Run.Net, RunID: rec.ID(), Pool: pool, UID: -1, GID: -1,
+		Allow: list, Learn: rf.net.learn, Proxy: popts, Log: log,
+	})
+	if err != nil {
+		err = fmt.Errorf("network: %w", err)
+		finish(jail.Result{Exit: jail.ExitFailed}, cfg.Run.Net, nil, err)
+		return err
+	}
+	defer nr.Close()
+	spec.Net = nr.Net
+
 	if rf.tty {
 		spec.TTY = true
 		if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
@@ -114,23 +224,25 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 		if rf.interactive && stdinTTY {
 			old, err := term.MakeRaw(stdinFd)
 			if err != nil {
+				finish(jail.Result{Exit: jail.ExitFailed}, nr.Mode, nr, err)
 				return fmt.Errorf("terminal raw mode: %w", err)
 			}
 			defer term.Restore(stdinFd, old)
 		}
 	}
 
-	ctx, cancel := context.WithCancel(cmd.Context())
-	defer cancel()
-	sigs := make(chan int, 4)
-	spec.Signals = sigs
-	stopSignals := forwardSignals(ctx, cancel, sigs, resize, rf.tty)
-	defer stopSignals()
-
 	res, err := jail.Run(ctx, spec)
 	if rf.tty && rf.interactive && stdinTTY {
 		// Leave the terminal usable before printing anything.
 		fmt.Fprint(os.Stderr, "\r")
+	}
+	// Stop the proxy before reading the tally so no decision is still in flight.
+	if cerr := nr.Close(); cerr != nil {
+		log.Warn("network cleanup", "err", cerr)
+	}
+	finish(res, nr.Mode, nr, err)
+	if line := nr.Report(rf.net.quiet); line != "" {
+		fmt.Fprintln(os.Stderr, line)
 	}
 	if err != nil {
 		return runError(res, err, rf.debug)
@@ -148,6 +260,10 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 func runError(res jail.Result, err error, debug bool) error {
 	switch {
 	case errors.Is(err, context.Canceled):
+		if syscall.Signal(stopSignal.Load()) == syscall.SIGTERM {
+			fmt.Fprintf(os.Stderr, "crackbox: stopped: the command ignored SIGTERM for %s\n", termGrace)
+			return exitError{jail.ExitSignalBase + int(syscall.SIGTERM)}
+		}
 		fmt.Fprintln(os.Stderr, "crackbox: stopped by a second Ctrl-C")
 		return exitError{jail.ExitSignalBase + int(syscall.SIGINT)}
 	case errors.Is(err, jail.ErrGuestCrashed):
@@ -166,7 +282,9 @@ func runError(res jail.Result, err error, debug bool) error {
 }
 
 // forwardSignals forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to the command; a
-// second SIGINT within 2 s cancels the run. SIGWINCH becomes a resize when tty is set.
+// second SIGINT within 2 s cancels the run, and so does a command still running
+// termGrace after SIGTERM, so a supervisor's SIGTERM always ends in a cleaned-up run.
+// SIGWINCH becomes a resize when tty is set.
 func forwardSignals(ctx context.Context, cancel context.CancelFunc, sigs chan<- int, resize chan<- [2]uint16, tty bool) func() {
 	ch := make(chan os.Signal, 8)
 	list := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
@@ -177,11 +295,16 @@ func forwardSignals(ctx context.Context, cancel context.CancelFunc, sigs chan<- 
 	done := make(chan struct{})
 	go func() {
 		var lastInt time.Time
+		var termTimer <-chan time.Time
 		for {
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
+				return
+			case <-termTimer:
+				stopSignal.Store(int32(syscall.SIGTERM))
+				cancel()
 				return
 			case s := <-ch:
 				sig := s.(syscall.Signal)
@@ -196,10 +319,14 @@ func forwardSignals(ctx context.Context, cancel context.CancelFunc, sigs chan<- 
 				}
 				if sig == syscall.SIGINT {
 					if !lastInt.IsZero() && time.Since(lastInt) < 2*time.Second {
+						stopSignal.Store(int32(syscall.SIGINT))
 						cancel()
 						return
 					}
 					lastInt = time.Now()
+				}
+				if sig == syscall.SIGTERM && termTimer == nil {
+					termTimer = time.After(termGrace)
 				}
 				select {
 				case sigs <- int(sig):
@@ -230,13 +357,6 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		Machine:   rf.machine,
 		Hostname:  rf.hostnm,
 		WorkdirRO: rf.ro,
-	}
-	// The config's default run.net is "auto"; until tap and proxy-only land here it means none.
-	switch cfg.Run.Net {
-	case "", "auto", "none":
-		s.Net.Mode = jail.NetNone
-	default:
-		return s, fmt.Errorf("--net %s is not available yet; use --net none", cfg.Run.Net)
 	}
 	cwd, err := os.Getwd()
 	if err != nil {

@@ -26,7 +26,7 @@ var (
 )
 
 // crackboxBin builds bin/crackbox once per test process.
-func crackboxBin(t *testing.T) string {
+func crackboxBin(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "crackbox-bin-")
@@ -52,7 +52,8 @@ func cliCmd(t *testing.T, ctx context.Context, dir string, args ...string) *exec
 	cmd := exec.CommandContext(ctx, crackboxBin(t), append([]string{"run"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"CRACKBOX_KERNEL=" + e.Kernel, "CRACKBOX_GUEST_INIT=" + e.GuestInit, "CRACKBOX_ACCEL=auto"}
+		"CRACKBOX_KERNEL=" + e.Kernel, "CRACKBOX_GUEST_INIT=" + e.GuestInit, "CRACKBOX_ACCEL=auto",
+		"CRACKBOX_RUNS_DIR=" + t.TempDir()}
 	return cmd
 }
 
@@ -78,7 +79,7 @@ func exitCode(err error) int {
 func TestCLIRun(t *testing.T) {
 	wd := t.TempDir()
 	slot(t)
-	cmd := cliCmd(t, context.Background(), wd, "-e", "FOO=bar", "-e", "HOSTV", "--",
+	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "-e", "FOO=bar", "-e", "HOSTV", "--",
 		"sh", "-c", `echo "$FOO $HOSTV ${SECRET:-no-secret}"; pwd; echo made > f.txt; echo oops >&2; exit 3`)
 	cmd.Env = append(cmd.Env, "HOSTV=from-host", "SECRET=should-not-leak")
 	var out, errb bytes.Buffer
@@ -109,7 +110,7 @@ func TestCLIRefusesBadShares(t *testing.T) {
 		{[]string{"-e", "=x", "--", "true"}, "empty variable name"},
 		{[]string{"--memory", "lots", "--", "true"}, "lots"},
 	} {
-		cmd := cliCmd(t, context.Background(), wd, c.args...)
+		cmd := cliCmd(t, context.Background(), wd, append([]string{"--net", "none"}, c.args...)...)
 		var errb bytes.Buffer
 		cmd.Stderr = &errb
 		err := cmd.Run()
@@ -151,7 +152,7 @@ func (w *outputWatcher) wait(t *testing.T, s string, d time.Duration) {
 func TestCLIPTYResize(t *testing.T) {
 	wd := t.TempDir()
 	slot(t)
-	cmd := cliCmd(t, context.Background(), wd, "-t", "-i", "--",
+	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "-t", "-i", "--",
 		"sh", "-c", `echo "size $(stty size)"; read x; echo "size $(stty size) got $x"`)
 	ptm, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 20, Cols: 70})
 	if err != nil {
@@ -176,7 +177,7 @@ func TestCLIPTYResize(t *testing.T) {
 func TestCLICtrlC(t *testing.T) {
 	wd := t.TempDir()
 	slot(t)
-	cmd := cliCmd(t, context.Background(), wd, "--",
+	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "--",
 		"sh", "-c", `trap 'echo got-int' INT; echo ready; while :; do sleep 0.2; done`)
 	out, errb := &outputWatcher{}, &outputWatcher{}
 	cmd.Stdout, cmd.Stderr = out, errb

@@ -226,6 +226,9 @@ func (s *Server) answer(r *mdns.Msg) *mdns.Msg {
 		m.Rcode = mdns.RcodeRefused
 		return m
 	case q.Qtype == mdns.TypeANY || q.Qtype == mdns.TypeAXFR || q.Qtype == mdns.TypeIXFR:
+		// Refused whatever the name; Allowed still says whether the name passed, so
+		// an ANY for an allowed name is not reported as a blocked lookup.
+		info.Allowed = err == nil && isName(host) && s.cfg.Allowed(host)
 		m.Rcode = mdns.RcodeRefused
 		return m
 	case err != nil || !isName(host) || !s.cfg.Allowed(host):

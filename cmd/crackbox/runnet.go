@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/runrec"
+)
+
+// netFlags are the egress flags of crackbox run.
+type netFlags struct {
+	allow, allowFiles, allowCIDRs []string
+	logFile                       string
+	learn, quiet                  bool
+}
+
+// errNoAllow is returned when a networked run names no allowlist.
+var errNoAllow = errors.New("--allow is required: name the hosts the command may reach (--allow github.com,pypi.org), " +
+	"--allow none.invalid to block everything, --learn to find out what it needs, or --net none for no network")
+
+// allowEntries gathers --allow (comma-separated, repeatable) and --allow-file entries.
+func allowEntries(nf netFlags) ([]string, error) {
+	var out []string
+	add := func(s string) {
+		for _, e := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+			out = append(out, e)
+		}
+	}
+	for _, a := range nf.allow {
+		add(a)
+	}
+	for _, path := range nf.allowFiles {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-file: %w", err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line, _, _ := strings.Cut(sc.Text(), "#")
+			add(line)
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--allow-file %s: %w", path, err)
+		}
+	}
+	return out, nil
+}
+
+// allowList parses the run's allowlist. A networked run without entries is refused
+// unless it learns: egress fails closed, but a missing flag is a mistake worth naming.
+func allowList(nf netFlags, mode string, defaultPorts []int) (*allow.List, error) {
+	entries, err := allowEntries(nf)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 && !nf.learn && mode != jail.NetNone {
+		return nil, errNoAllow
+	}
+	if nf.learn && len(entries) > 0 {
+		return nil, errors.New("--learn allows nothing and records what the command tries; drop --allow or --learn")
+	}
+	list, err := allow.ParseWithPorts(entries, defaultPorts)
+	if err != nil {
+		return nil, fmt.Errorf("--allow: %w", err)
+	}
+	return list, nil
+}
+
+// runProxyOptions turns the [proxy] keys that apply to a run's private proxy (hosts,
+// resolver, allow_cidrs, default ports, timeouts) plus --allow-cidr into proxy.Options.
+func runProxyOptions(cfg *config.Config, extraCIDRs []string) (proxy.Options, error) {
+	p := cfg.Proxy
+	opts := proxy.Options{
+		Resolver:     p.Resolver,
+		Hosts:        map[string][]netip.Addr{},
+		DefaultPorts: p.DefaultPorts,
+		DialTimeout:  p.DialTimeout.Duration,
+		IdleTimeout:  p.IdleTimeout.Duration,
+	}
+	for _, s := range p.AllowCIDRs {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return opts, fmt.Errorf("proxy.allow_cidrs: %w", err)
+		}
+		opts.AllowCIDRs = append(opts.AllowCIDRs, pfx)
+	}
+	for _, list := range extraCIDRs {
+		for _, s := range strings.Split(list, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(s)
+			if err != nil {
+				if a, aerr := netip.ParseAddr(s); aerr == nil {
+					pfx = netip.PrefixFrom(a, a.BitLen())
+				} else {
+					return opts, fmt.Errorf("--allow-cidr %q: want a range like 10.0.0.0/8 or an address", s)
+				}
+			}
+			opts.AllowCIDRs = append(opts.AllowCIDRs, pfx.Masked())
+		}
+	}
+	for name, addrs := range p.Hosts {
+		for _, s := range addrs {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return opts, fmt.Errorf("proxy.hosts: %s: %w", name, err)
+			}
+			opts.Hosts[name] = append(opts.Hosts[name], a)
+		}
+	}
+	return opts, nil
+}
+
+// decisionSink is the run record's decision log plus --log FILE ("-" is stderr).
+func decisionSink(rec *runrec.Record, path string) (io.Writer, func(), error) {
+	if path == "" {
+		return rec.DecisionLog(), func() {}, nil
+	}
+	if path == "-" {
+		return io.MultiWriter(rec.DecisionLog(), os.Stderr), func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--log: %w", err)
+	}
+	return io.MultiWriter(rec.DecisionLog(), f), func() { f.Close() }, nil
+}
+
+// runStore is where run records live: $CRACKBOX_RUNS_DIR, else runrec.DefaultDir().
+func runStore() *runrec.Store {
+	dir := os.Getenv("CRACKBOX_RUNS_DIR")
+	if dir == "" {
+		dir = runrec.DefaultDir()
+	}
+	return &runrec.Store{Dir: dir}
+}
