@@ -5,9 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kernel=$(guestfs/kernel/build.sh 2>/dev/null | tail -1)
 export CRACKBOX_KERNEL=$kernel CRACKBOX_GUEST_INIT=$PWD/bin/guest-init
-echo "+ crackbox run --allow deb.debian.org -- sh -c 'curl https://deb.debian.org/debian/; curl https://example.com/'"
-bin/crackbox run --allow deb.debian.org -- sh -c '
-  echo "allowed: https://deb.debian.org/debian/ -> HTTP $(curl -s -o /dev/null -w "%{http_code}" https://deb.debian.org/debian/)"
-  echo "blocked: https://example.com/ ->"
-  curl -sS https://example.com/ 2>&1 | sed "s/^/    /"
-  exit 0'
+script='
+echo "allowed: curl https://deb.debian.org/debian/ -> HTTP $(curl -s -o /dev/null -w "%{http_code}" https://deb.debian.org/debian/)"
+echo "blocked: curl http://example.com/ ->"
+curl -s -i http://example.com/ | sed "s/^/    /"
+echo "blocked: curl https://example.com/ ->"
+curl -sS https://example.com/ 2>&1 | sed "s/^/    /"
+exit 0'
+echo "+ crackbox run --allow deb.debian.org -- sh -c '...curl...'"
+bin/crackbox run --allow deb.debian.org -- sh -c "$script"
