@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/crackbox/crackbox/pkg/proc"
 )
 
 // Every object this package creates carries the prefix so GC and humans can
@@ -54,7 +56,7 @@ type owner struct {
 
 func self(runID string) (owner, error) {
 	pid := os.Getpid()
-	st, err := procStart(pid)
+	st, err := proc.Start(pid)
 	if err != nil {
 		return owner{}, fmt.Errorf("netjail: own start time: %w", err)
 	}
@@ -67,7 +69,7 @@ func (o owner) alive() bool {
 	if o.PID <= 0 {
 		return true
 	}
-	st, err := procStart(o.PID)
+	st, err := proc.Start(o.PID)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
@@ -111,24 +113,4 @@ func parseTag(s string) (owner, bool) {
 		}
 	}
 	return o, o.PID > 0
-}
-
-// procStart returns field 22 (starttime) of /proc/PID/stat. The command name
-// in field 2 may hold spaces and parens, so parsing starts after the last ')'.
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("netjail: malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); starttime is field 22.
-	if len(f) < 20 {
-		return 0, fmt.Errorf("netjail: short /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }

@@ -14,10 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/proc"
 )
 
 // DefaultKeep is how many records Store keeps when Keep is 0.
@@ -128,7 +129,7 @@ func (s *Store) Create(m Manifest) (*Record, error) {
 	}
 	if m.PID == 0 {
 		m.PID = os.Getpid()
-		m.PIDStart, _ = procStart(m.PID)
+		m.PIDStart, _ = proc.Start(m.PID)
 	}
 	m.Status = StatusRunning
 	if m.Allow == nil {
@@ -221,30 +222,11 @@ func processAlive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	st, err := procStart(pid)
+	st, err := proc.Start(pid)
 	if err != nil {
 		return false
 	}
 	return start == 0 || st == start
-}
-
-// procStart returns field 22 (starttime) of /proc/PID/stat, parsed after the
-// last ')' because the command name may contain spaces and parens.
-func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("runrec: malformed /proc/%d/stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("runrec: short /proc/%d/stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // List returns every readable record, newest first.
