@@ -5,7 +5,7 @@ BIN      := bin
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build deps kernel guest-init demo test vet bench clean
+.PHONY: all build deps kernel debian-kernel guest-init demo test vet bench clean
 
 all: build
 
@@ -23,6 +23,11 @@ guest-init:
 kernel:
 	guestfs/kernel/build.sh
 
+# The Debian cloud kernel, unpacked into the cache with its virtio modules: the
+# supported fallback (crackbox run --kernel PATH), tested by make test.
+debian-kernel:
+	guestfs/kernel/debian.sh
+
 demo: deps kernel build
 	scripts/demo.sh
 
@@ -30,8 +35,9 @@ vet:
 	$(GO) vet ./...
 
 # The VM tests find the kernel and guest-init through these variables.
-test: deps kernel guest-init vet
+test: deps kernel debian-kernel guest-init vet
 	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) \
+	CRACKBOX_DEBIAN_KERNEL=$$(guestfs/kernel/debian.sh 2>/dev/null | tail -1) \
 	CRACKBOX_GUEST_INIT=$(CURDIR)/$(BIN)/guest-init \
 	CGO_ENABLED=1 $(GO) test -race -timeout 60m ./...
 

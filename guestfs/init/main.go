@@ -47,6 +47,10 @@ func main() {
 		log.Error("mount", "err", err)
 		return
 	}
+	if err := loadModules(log); err != nil {
+		log.Error("modules", "err", err)
+		return
+	}
 	cmdline := readCmdline()
 	if strings.Contains(" "+cmdline+" ", " crackbox.debug ") {
 		level.Set(slog.LevelDebug)

@@ -17,6 +17,7 @@ type plan struct {
 	machine   string
 	cpus      int
 	memMiB    int
+	modular   bool // a modular kernel: modules in the initramfs, virtio-fs shares (debkernel.go)
 }
 
 // makePlan validates s and builds the RunSpec. userFS is the filesystem type used for

@@ -58,11 +58,18 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	mk, err := probeKernel(kernel)
+	if err == nil {
+		err = mk.adapt(p, os.Geteuid())
+	}
+	if err != nil {
+		return res, err
+	}
 	gi, err := FindGuestInit(s.GuestInit)
 	if err != nil {
 		return res, err
 	}
-	initrd, err := ensureInitramfs(gi, cache)
+	initrd, err := mk.initramfs(gi, cache)
 	if err != nil {
 		return res, fmt.Errorf("initramfs for %s: %w", gi, err)
 	}

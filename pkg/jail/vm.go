@@ -79,8 +79,8 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	}
 	defer qlog.Close()
 
-	for _, l := range p.lowers {
-		cfg.Shares = append(cfg.Shares, vmShare{share: l})
+	if err := v.addLowers(p, &cfg, st.vmm); err != nil {
+		return nil, err
 	}
 	var fsdLog *os.File
 	defer func() {
@@ -116,7 +116,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 		}
 	}
 
-	args := cfg.args()
+	args := modularArgs(p, cfg.args())
 	log.Debug("qemu start", "args", args)
 	v.cmd = exec.Command(st.qemu, args...)
 	v.cmd.Stdout = v.console
