@@ -60,7 +60,7 @@ cleanup() {
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
   done
-  [ -n "$TMP" ] && rm -rf "$TMP"
+  if [ -n "$TMP" ]; then rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -245,9 +245,24 @@ bench_netjail() {
   log "report written to $OUT/netjail.txt"
 }
 
+# arizuko: resolve + authorize throughput and inbound messages persisted per second
+# (no guests), then message -> agent start as a ratio to a bare jail.Run and turns per
+# minute sustained over 5 folders (real guests). Figures go to $OUT/arizuko.txt.
+bench_arizuko() {
+  mkdir -p "$OUT"
+  log "arizuko benchmarks (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  {
+    $GO test -run '^$' -bench . -benchtime 2s ./pkg/service ./pkg/store ./pkg/api
+    CRACKBOX_GUEST_INIT=$PWD/bin/guest-init timeout 1800 $GO test -run '^$' \
+      -bench 'MessageToAgentStart|TurnsPerMinute' -benchtime "${BENCH_ARIZUKO_N:-5}x" -timeout 30m ./pkg/turn
+  } 2>&1 | tee "$OUT/arizuko.txt"
+  log "report written to $OUT/arizuko.txt"
+}
+
 case "${BENCH_ONLY:-all}" in
   proxy) bench_proxy ;;
   jail) bench_jail ;;
   netjail) bench_netjail ;;
-  *) bench_proxy; bench_jail ;;
+  arizuko) bench_arizuko ;;
+  *) bench_proxy; bench_jail; bench_netjail; bench_arizuko ;;
 esac
