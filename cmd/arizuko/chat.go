@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +28,18 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// chatPlatform is the adapter name the terminal chat registers.
+// chatPlatform prefixes the adapter name each terminal chat registers: one
+// per session, so two chats at once do not replace each other's callback.
 const chatPlatform = "term"
+
+// newChatPlatform names one chat session's adapter, e.g. "term-3f9a0c1d".
+func newChatPlatform() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return chatPlatform + "-" + hex.EncodeToString(b[:]), nil
+}
 
 // chatSession is one terminal chat with a folder: it is the adapter the
 // daemon delivers replies to, and it posts what the user types.
@@ -41,6 +53,7 @@ type chatSession struct {
 	status      io.Writer // typing indicator
 	tty         bool
 	poll        time.Duration
+	platform    string // this session's adapter; "" = a fresh one per run
 
 	mu        sync.Mutex
 	typing    bool
@@ -77,15 +90,24 @@ func (c *chatSession) serveAdapter(ctx context.Context) (string, func(), error) 
 // run chats until the input ends or ctx is cancelled.
 func (c *chatSession) run(ctx context.Context) error {
 	c.replies = make(chan delivery.Payload, 16)
+	if c.platform == "" {
+		p, err := newChatPlatform()
+		if err != nil {
+			return err
+		}
+		c.platform = p
+	}
 	cb, stop, err := c.serveAdapter(ctx)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/adapters", store.Adapter{Platform: chatPlatform, CallbackURL: cb}, nil); err != nil {
+	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/adapters", store.Adapter{Platform: c.platform, CallbackURL: cb}, nil); err != nil {
 		return fmt.Errorf("register the terminal adapter: %w", err)
 	}
-	defer daemonCall(context.Background(), c.base, c.token, http.MethodDelete, "/v1/adapters/"+chatPlatform, nil, nil)
+	// Unregister even when ctx is cancelled (Ctrl-C), so no callback to a
+	// closed port is left behind.
+	defer daemonCall(context.Background(), c.base, c.token, http.MethodDelete, "/v1/adapters/"+c.platform, nil, nil)
 
 	lines := make(chan string)
 	go func() {
@@ -120,7 +142,7 @@ func (c *chatSession) run(ctx context.Context) error {
 				continue
 			}
 			var ing service.Ingest
-			in := service.MessageIn{ChatJID: c.chat, Text: l, Sender: c.sender, Platform: chatPlatform}
+			in := service.MessageIn{ChatJID: c.chat, Text: l, Sender: c.sender, Platform: c.platform}
 			if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
 				fmt.Fprintf(c.status, "not sent: %v\n", err)
 				continue

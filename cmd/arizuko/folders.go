@@ -83,7 +83,7 @@ func init() {
 			return s.RemoveFolder(ctx, args[0])
 		}),
 	}
-	group("folder", "Manage folders (tenants)", add, ls, rm)
+	group("folder", "Manage folders (tenants)", add, ls, rm, newBudgetCmd())
 
 	var r router.Route
 	radd := &cobra.Command{

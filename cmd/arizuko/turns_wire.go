@@ -43,6 +43,9 @@ type TurnsConfig struct {
 	ObserveWindowChars    int `toml:"observe_window_chars"`
 	// CredentialKeys are folder secrets every agent gets (its model credential).
 	CredentialKeys []string `toml:"credential_keys"`
+	// MaxTurnsPerDay caps each folder's turns over a sliding 24 h (0 =
+	// unlimited); `arizuko folder budget FOLDER N` overrides it per folder.
+	MaxTurnsPerDay int `toml:"max_turns_per_day"`
 }
 
 func (tc TurnsConfig) validate() error {
@@ -56,6 +59,8 @@ func (tc TurnsConfig) validate() error {
 		return fmt.Errorf("turns.max_concurrent_guests %d: want 0 (default 5) to 1000", tc.MaxConcurrentGuests)
 	case tc.MaxDelegationDepth < 0 || tc.MaxDelegationDepth > 32:
 		return fmt.Errorf("turns.max_delegation_depth %d: want 0 (default 3) to 32", tc.MaxDelegationDepth)
+	case tc.MaxTurnsPerDay < 0 || tc.MaxTurnsPerDay > maxTurnBudget:
+		return fmt.Errorf("turns.max_turns_per_day %d: want 0 (unlimited) to %d", tc.MaxTurnsPerDay, maxTurnBudget)
 	case tc.TurnTimeout.Duration < 0:
 		return fmt.Errorf("turns.turn_timeout %s: want a positive duration", tc.TurnTimeout.Duration)
 	case tc.GuestHome != "" && (!strings.HasPrefix(tc.GuestHome, "/") || tc.GuestHome == "/"):
@@ -86,6 +91,13 @@ type kickingService struct {
 
 func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (service.Ingest, error) {
 	ing, err := k.Local.PostMessage(ctx, in)
+	if err == nil && in.Platform != "" {
+		// Replies follow the adapter that last spoke in the chat, so a
+		// terminal chat (its own platform per session) hears its answers.
+		if perr := k.Local.Store().SetChatPlatform(ctx, in.ChatJID, in.Platform); perr != nil {
+			slog.Error("chat platform", "chat", in.ChatJID, "err", perr)
+		}
+	}
 	if err == nil && ing.Route.Folder != "" && !ing.Route.Observe {
 		k.q.Kick(ing.Route.Folder)
 	}
@@ -116,6 +128,8 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 		ObserveMessages: envInt("OBSERVE_WINDOW_MESSAGES", tc.ObserveWindowMessages),
 		ObserveChars:    envInt("OBSERVE_WINDOW_CHARS", tc.ObserveWindowChars),
 		CredentialKeys:  tc.CredentialKeys,
+		MaxTurnsPerDay:  tc.MaxTurnsPerDay,
+		OnOutbound:      d.Wake,
 	})
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -124,12 +138,13 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
 	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal})
-	ext := &turnsAPI{l: l, st: st, d: d, sum: sha256.Sum256([]byte(token))}
+	ext := &turnsAPI{l: l, st: st, d: d, sum: sha256.Sum256([]byte(token)), maxTurns: tc.MaxTurnsPerDay}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/adapters", ext.auth(ext.setAdapter))
 	mux.HandleFunc("/v1/adapters/{platform}", ext.auth(ext.deleteAdapter))
 	mux.HandleFunc("/v1/turns", ext.auth(ext.listTurns))
 	mux.HandleFunc("/v1/turns/{id}", ext.auth(ext.showTurn))
+	mux.HandleFunc("/v1/budgets/{folder...}", ext.auth(ext.budget))
 	mux.Handle("/", core)
 	return mux, func() { cancel(); wg.Wait() }, nil
 }
@@ -141,6 +156,8 @@ type turnsAPI struct {
 	st  *store.Store
 	d   *delivery.Deliverer
 	sum [32]byte
+	// maxTurns is the instance default of the per-folder turn budget.
+	maxTurns int
 }
 
 func (a *turnsAPI) auth(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {

@@ -58,7 +58,13 @@ type Options struct {
 	// CredentialKeys are folder secrets the agent always gets (its model
 	// credential), on top of those named by shell:env:<KEY> grants.
 	CredentialKeys []string
-	Log            *slog.Logger
+	// MaxTurnsPerDay is the instance default of a folder's turn budget over
+	// a sliding 24 h; 0 = unlimited. A folder's own setting wins.
+	MaxTurnsPerDay int
+	// OnOutbound is called after the host stores an outbound message itself
+	// (the budget notice), to wake delivery.
+	OnOutbound func()
+	Log        *slog.Logger
 }
 
 // Queue schedules turns.

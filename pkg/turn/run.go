@@ -33,6 +33,23 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 		}
 		log.Info("turn runs again after a daemon restart", "attempts", t.Attempts)
 	}
+	if t.Attempts == 0 {
+		// Only a turn that never started is held to the budget: a retry or a
+		// re-run after a restart was admitted already.
+		limit, err := q.checkBudget(ctx, t)
+		switch {
+		case errors.Is(err, ErrQuota):
+			q.refuse(ctx, t, limit, err, log)
+			return
+		case err != nil:
+			log.Error("turn budget", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(q.o.RetryDelay):
+			}
+			return
+		}
+	}
 	for {
 		if t.Attempts > q.o.MaxRetries {
 			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnFailed, Error: fmt.Sprintf("gave up after %d attempts", t.Attempts)}, log)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/turn"
+)
+
+// chatDaemon serves the daemon's handler with the turn pipeline over a fresh
+// data dir holding folders that run the scripted agent on the host.
+func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string, *store.Store) {
+	t.Helper()
+	data, err := os.MkdirTemp("", "cz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	ctx := context.Background()
+	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	agent, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "examples", "agents", "scripted", "agent.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	actx := service.WithPrincipal(ctx, service.AdminPrincipal)
+	for _, f := range folders {
+		if _, err := l.AddFolder(actx, store.Folder{Path: f, AgentCommand: []string{"python3", turn.DefaultGuestHome + "/agent.py"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "folders", f, "agent.py"), agent, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prev := newTurnRunner
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	t.Cleanup(func() { newTurnRunner = prev })
+	const token = "0123456789abcdef0123"
+	h, stop, err := startTurns(ctx, tc, l, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); stop() })
+	return srv.URL, token, l.Store()
+}
+
+// Two terminal chats at once each register their own adapter and each
+// print only their own folder's reply; both adapters are gone after.
+func TestTwoChatsAtOnce(t *testing.T) {
+	base, token, st := chatDaemon(t, TurnsConfig{}, "a", "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type sess struct {
+		c        *chatSession
+		out, st  bytes.Buffer
+		err      error
+		expected string
+	}
+	var ss []*sess
+	for _, f := range []string{"a", "b"} {
+		s := &sess{expected: f + "> echo: hello " + f + "\n"}
+		s.c = &chatSession{base: base, token: token, folder: f, chat: "web:" + f, sender: "tester",
+			in: strings.NewReader("hello " + f + "\n"), out: &s.out, status: &s.st, poll: 50 * time.Millisecond}
+		ss = append(ss, s)
+	}
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.err = s.c.run(ctx) }()
+	}
+	wg.Wait()
+	for _, s := range ss {
+		if s.err != nil {
+			t.Fatalf("chat %s: %v", s.c.folder, s.err)
+		}
+		if got := s.out.String(); got != s.expected {
+			t.Errorf("chat %s printed %q, want %q (status %q)", s.c.folder, got, s.expected, s.st.String())
+		}
+		if !strings.HasPrefix(s.c.platform, chatPlatform+"-") {
+			t.Errorf("chat %s adapter %q", s.c.folder, s.c.platform)
+		}
+		if _, err := st.GetAdapter(ctx, s.c.platform); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("adapter %s still registered after the chat ended: %v", s.c.platform, err)
+		}
+	}
+	if ss[0].c.platform == ss[1].c.platform {
+		t.Fatalf("both chats registered adapter %q", ss[0].c.platform)
+	}
+
+	// A later chat with the same folder has a new adapter; the reply follows it.
+	var out, status bytes.Buffer
+	c := &chatSession{base: base, token: token, folder: "a", chat: "web:a", sender: "tester",
+		in: strings.NewReader("back again\n"), out: &out, status: &status, poll: 50 * time.Millisecond}
+	if err := c.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != "a> echo: back again\n" {
+		t.Fatalf("second chat with a printed %q (status %q)", got, status.String())
+	}
+}
+
+// A folder past its budget answers the chat with the host's notice.
+func TestChatBudgetNotice(t *testing.T) {
+	base, token, _ := chatDaemon(t, TurnsConfig{MaxTurnsPerDay: 1}, "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, status bytes.Buffer
+	c := &chatSession{base: base, token: token, folder: "a", chat: "web:a", sender: "tester",
+		in: strings.NewReader("first\n"), out: &out, status: &status, poll: 50 * time.Millisecond}
+	if err := c.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	c = &chatSession{base: base, token: token, folder: "a", chat: "web:a", sender: "tester",
+		in: strings.NewReader("second\n"), out: &out, status: &status, poll: 50 * time.Millisecond}
+	if err := c.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := "a> arizuko: this folder's turn budget is used up (1 per day); try later\n"
+	if got := out.String(); got != want {
+		t.Fatalf("chat past the budget printed %q, want %q", got, want)
+	}
+	var b FolderBudget
+	if err := daemonCall(ctx, base, token, "GET", "/v1/budgets/a", nil, &b); err != nil || b.Effective != 1 || b.Own != nil || b.Used != 1 {
+		t.Fatalf("budget %+v %v", b, err)
+	}
+	n := 5
+	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", budgetSet{MaxTurnsPerDay: &n}, &b); err != nil || b.Effective != 5 || b.Own == nil {
+		t.Fatalf("set budget %+v %v", b, err)
+	}
+	bad := -2
+	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", budgetSet{MaxTurnsPerDay: &bad}, nil); service.Code(err) != service.CodeInvalid {
+		t.Fatalf("negative budget: %v", err)
+	}
+	if err := daemonCall(ctx, base, token, "GET", "/v1/budgets/nope", nil, nil); service.Code(err) != service.CodeNotFound {
+		t.Fatalf("budget of a missing folder: %v", err)
+	}
+}
