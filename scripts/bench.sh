@@ -227,7 +227,7 @@ bench_jail() {
     echo "# crackbox guest benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc), $(qemu-system-x86_64 --version | head -1)"
     CRACKBOX_BENCH_BIN=$PWD/bin/crackbox CRACKBOX_GUEST_INIT=$PWD/bin/guest-init \
-      timeout 1800 $GO test -run '^$' -bench 'RunVsFloor|GuestPhases|IdleRSS|WorkdirIO' \
+      timeout 1800 $GO test -run '^$' -bench 'RunVsFloor|GuestPhases|IdleRSS|WorkdirIO|Snapshot' \
       -benchtime "${n}x" -timeout 30m -v ./pkg/jail
   } 2>&1 | tee "$OUT/jail.txt"
   log "report written to $OUT/jail.txt"

@@ -44,6 +44,7 @@ type runFlags struct {
 	noWorkdir, ro, force    bool
 	root, debug             bool
 	rootfs, machine, hostnm string
+	snapshot                string
 	net                     netFlags
 }
 
@@ -91,6 +92,7 @@ seconds later is stopped (exit 143). The network is torn down on every path.`,
 	f.StringVar(&rf.rootfs, "rootfs", "", "use this directory tree as the guest root instead of the host view")
 	f.StringVar(&rf.machine, "machine", "microvm", "QEMU machine: microvm or q35 (needs a kernel with PCI)")
 	f.StringVar(&rf.hostnm, "hostname", "", "guest hostname (default crackbox)")
+	f.StringVar(&rf.snapshot, "snapshot", "auto", "restore a snapshot of a booted guest instead of booting: auto (when the run fits), on (refuse runs that cannot) or off")
 	f.BoolVar(&rf.debug, "debug", false, "debug logging; print the console log after a crash")
 	// These bind to crackbox.toml [run] keys; the config defaults apply when unset.
 	f.String("kernel", "", "guest kernel (vmlinux); default: the newest built one")
@@ -124,6 +126,10 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
+	if cmd.Flags().Changed("snapshot") {
+		// Unset, $CRACKBOX_SNAPSHOT may still choose (jail.Spec.Snapshot).
+		spec.Snapshot = rf.snapshot
+	}
 	list, err := allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts)
 	if err != nil {
 		return err

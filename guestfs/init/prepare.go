@@ -20,6 +20,9 @@ type builder struct {
 // the root is built; both mostly wait on emulated devices.
 func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	b.log.Info("run received", "mode", rs.Root.Mode, "net", rs.Net.Mode)
+	if err := applyHostState(rs); err != nil {
+		return err
+	}
 	netDone := make(chan error, 1)
 	go func() { netDone <- configureNet(rs.Net) }()
 	rootErr := b.buildFS(rs)

@@ -67,6 +67,12 @@ type RunSpec struct {
 	// MCPSocket, when set, is a path in the guest where guest-init listens on a unix
 	// socket and carries each connection to the host as an mcp stream.
 	MCPSocket string `json:"mcp_socket,omitempty"`
+
+	// Seed is host randomness guest-init mixes into the kernel's pool, and TimeUnixNano
+	// the host's wall clock it sets, before anything else runs: a guest restored from a
+	// snapshot would otherwise share its CRNG state and stale clock with every other.
+	Seed         []byte `json:"seed,omitempty"`
+	TimeUnixNano int64  `json:"time_unix_nano,omitempty"`
 }
 
 // Root describes the guest's root filesystem. Every Lower share is mounted read-only at

@@ -30,6 +30,13 @@ type vmConfig struct {
 	Shares    []vmShare
 	TapName   string
 	TapFD     int // > 0: an inherited tap fd
+	// FixedNIC: the snapshot layout, which always has a virtio-net device with a fixed
+	// MAC; without a tap its backend is a hub port alone on its hub, which carries
+	// nothing anywhere (never -netdev user).
+	FixedNIC bool
+	// Incoming, when set, starts QEMU waiting for a migration stream (a snapshot), e.g.
+	// fd:5 for an inherited file.
+	Incoming string
 }
 
 // vmShare is a share as QEMU sees it: a directory for 9p, a vhost-user socket for virtiofs.
@@ -129,11 +136,20 @@ func (c vmConfig) args() []string {
 			a = append(a, "-fsdev", opt, "-device", c.dev("virtio-9p")+",fsdev="+id+",mount_tag="+s.Tag)
 		}
 	}
+	nic := c.dev("virtio-net") + ",netdev=n0"
+	if c.FixedNIC {
+		nic += ",mac=" + snapMAC
+	}
 	switch {
 	case c.TapFD > 0:
-		a = append(a, "-netdev", "tap,id=n0,fd="+strconv.Itoa(c.TapFD), "-device", c.dev("virtio-net")+",netdev=n0")
+		a = append(a, "-netdev", "tap,id=n0,fd="+strconv.Itoa(c.TapFD), "-device", nic)
 	case c.TapName != "":
-		a = append(a, "-netdev", "tap,id=n0,ifname="+c.TapName+",script=no,downscript=no", "-device", c.dev("virtio-net")+",netdev=n0")
+		a = append(a, "-netdev", "tap,id=n0,ifname="+c.TapName+",script=no,downscript=no", "-device", nic)
+	case c.FixedNIC:
+		a = append(a, "-netdev", "hubport,id=n0,hubid=0", "-device", nic)
+	}
+	if c.Incoming != "" {
+		a = append(a, "-incoming", c.Incoming)
 	}
 	return a
 }

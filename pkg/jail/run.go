@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,10 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if accel == AccelKVM {
 		kvmGID = kvmGroupID()
 	}
+	snapMode, err := snapshotMode(s.Snapshot)
+	if err != nil {
+		return res, err
+	}
 	vmm := pickVMM(os.Geteuid(), InvokingUser(), kvmGID)
 	p, err := makePlan(s, vmm.UserFS)
 	if err != nil {
@@ -64,6 +69,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	if err != nil {
 		return res, err
+	}
+	if ok, why := snapshotCompatible(snapInputOf(p, snapMode)); !ok && snapMode == SnapshotOn {
+		return res, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
 	}
 	gi, err := FindGuestInit(s.GuestInit)
 	if err != nil {
@@ -97,28 +105,34 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if s.Net.Mode == NetTap {
 		tap = s.Net.Tap
 	}
-	v, err := startVM(p, vmStart{
+	start := vmStart{
 		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm.ID, tap: tap,
 		append: kernelCmdline(accel, p.machine, tscKHz(), s.Debug),
-	}, rd, log.With("run", rd.ID))
-	if err != nil {
-		keep = true
-		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
 	}
-	conn, err := v.acceptCtl(ctlTimeout)
-	if err != nil {
-		v.shutdown(0)
-		keep = true
-		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
+	rlog := log.With("run", rd.ID)
+	v, conn := bootSnapshot(runCtx, p, start, snapMode, cache, runDirBase(s.RunDirBase), rd, rlog)
+	res.Restored = v != nil
+	if v == nil {
+		v, err = startVM(p, start, rd, rlog)
+		if err != nil {
+			keep = true
+			return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
+		}
+		conn, err = v.acceptCtl(ctlTimeout)
+		if err != nil {
+			v.shutdown(0)
+			keep = true
+			return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
+		}
+		if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited); err == nil {
+			v.qmp = m
+			st, err := m.status(2 * time.Second)
+			log.Debug("qmp connected", "status", st, "err", err)
+		} else {
+			log.Warn("qmp unavailable, will kill qemu to stop it", "err", err)
+		}
 	}
 	defer conn.Close()
-	if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited); err == nil {
-		v.qmp = m
-		st, err := m.status(2 * time.Second)
-		log.Debug("qmp connected", "status", st, "err", err)
-	} else {
-		log.Warn("qmp unavailable, will kill qemu to stop it", "err", err)
-	}
 
 	// A guest that dies takes QEMU with it; the control socket then reads EOF after the
 	// bytes already sent, which ends the session. This is only a backstop.
@@ -147,6 +161,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
+	p.rs.Seed = make([]byte, 32)
+	_, _ = rand.Read(p.rs.Seed)
+	p.rs.TimeUnixNano = time.Now().UnixNano()
 	exit, serr := runSession(runCtx, conn, p.rs, Stdio{Stdin: stdin, Stdout: orDiscard(s.Stdout), Stderr: orDiscard(s.Stderr)}, hooks)
 	end := time.Now()
 	startedMu.Lock()

@@ -131,6 +131,11 @@ type Spec struct {
 	MCPSocket string
 	MCPConn   func(net.Conn)
 
+	// Snapshot is SnapshotAuto (default, also "" unless $CRACKBOX_SNAPSHOT says otherwise),
+	// SnapshotOn or SnapshotOff: whether the guest is restored from a snapshot of a booted
+	// idle guest instead of booting (snapshot.go).
+	Snapshot string
+
 	// Started, when set, is called once the command runs in the guest.
 	Started func(pid int)
 }
@@ -149,6 +154,8 @@ type Result struct {
 	Boot       time.Duration
 	Run        time.Duration
 	Accel      string
+	// Restored: the guest was restored from a snapshot rather than booted.
+	Restored bool
 }
 
 // Defaults.

@@ -32,6 +32,11 @@ type vmStart struct {
 	append               string
 	vmm                  *vmmIdentity
 	tap                  *Tap
+	// layout, when set, is the snapshot device layout (snapshot.go): these shares replace
+	// the plan's lowers and user shares, and no helper daemons start.
+	layout []vmShare
+	// incoming is a snapshot file QEMU restores from instead of booting.
+	incoming *os.File
 }
 
 func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err error) {
@@ -60,6 +65,15 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
 		CtlSock: rd.vmPath("ctl.sock"), QMPSock: rd.vmPath("qmp.sock"),
 	}
+	if st.incoming != nil {
+		// Dup it: files is closed once QEMU has started, the caller keeps its own.
+		f, err := dupFile(st.incoming)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+		cfg.Incoming = "fd:" + strconv.Itoa(2+len(files))
+	}
 	if st.tap != nil {
 		if st.tap.File != nil {
 			files = append(files, st.tap.File)
@@ -79,7 +93,9 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	}
 	defer qlog.Close()
 
-	if err := v.addLowers(p, &cfg, st.vmm); err != nil {
+	if st.layout != nil {
+		cfg.Shares, cfg.FixedNIC = st.layout, true
+	} else if err := v.addLowers(p, &cfg, st.vmm); err != nil {
 		return nil, err
 	}
 	var fsdLog *os.File
@@ -89,6 +105,9 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 		}
 	}()
 	for i, s := range p.userShare {
+		if st.layout != nil {
+			break
+		}
 		vs := vmShare{share: s}
 		if s.FS == FSVirtiofs {
 			if fsdLog == nil {

@@ -1,0 +1,378 @@
+package jail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A run whose configuration fits a fixed device layout is restored from a snapshot of a
+// guest booted once to guest-init's wait for the RunSpec, instead of booting: the boot
+// (about 1 s under TCG) becomes a 0.1-0.2 s restore. Everything that can vary per run
+// stays out of the guest until the RunSpec arrives: shares are fixed 9p slots whose host
+// paths are bound per run (fsdev paths are not migrated state) and mounted only after
+// the restore. Any failure falls back to a cold boot.
+
+// Snapshot modes (Spec.Snapshot).
+const (
+	SnapshotAuto = "auto" // restore when the run fits the snapshot layout
+	SnapshotOn   = "on"   // as auto, but a run that cannot fit is refused (ErrBadSpec)
+	SnapshotOff  = "off"  // always boot cold
+)
+
+// snapSlots is how many workdir/volume 9p slots the snapshot layout has; unused slots
+// serve an empty read-only directory. microvm has 8 virtio-mmio transports: rng, serial,
+// the three lowers and the NIC leave two.
+const snapSlots = 2
+
+// snapMAC is the snapshot guest's MAC, the one QEMU gives a first NIC by default.
+const snapMAC = "52:54:00:12:34:56"
+
+// snapFormat versions the layout and the guest protocol the snapshot was made for.
+const snapFormat = "crackbox-snapshot-1"
+
+// snapReadyMarker is what guest-init prints on the console once it only waits for the
+// RunSpec (guestfs/init/hoststate.go).
+const snapReadyMarker = "waiting for run spec"
+
+// Bounds for making and restoring a snapshot.
+const (
+	snapBootTimeout    = 90 * time.Second
+	snapSettle         = 300 * time.Millisecond // from the marker to guest-init blocked reading
+	snapMigrateTimeout = 60 * time.Second
+	snapLockTimeout    = 3 * time.Minute
+	snapRestoreTimeout = 30 * time.Second
+)
+
+// snapRun is one run's view of the snapshot store.
+type snapRun struct {
+	dir     string // <cache>/snapshots
+	key     string
+	p       *plan
+	st      vmStart // kernel, initrd, accel, append, vmm of the run
+	runBase string
+	log     *slog.Logger
+}
+
+func (sr *snapRun) path() string { return filepath.Join(sr.dir, sr.key+".snap") }
+
+// newSnapRun computes the run's snapshot key.
+func newSnapRun(p *plan, st vmStart, cache, runBase string, log *slog.Logger) (*snapRun, error) {
+	cfg := vmConfig{
+		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
+		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
+		Shares: snapLayout(nil, "-"), FixedNIC: true,
+	}
+	key, err := snapKey(st.qemu, st.kernel, st.initrd, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &snapRun{dir: filepath.Join(cache, "snapshots"), key: key, p: p, st: st, runBase: runBase, log: log}, nil
+}
+
+// ensure returns the snapshot file, making it first if there is none. Concurrent runs
+// serialize on a lock file; the file appears only complete (rename).
+func (sr *snapRun) ensure(ctx context.Context) (path string, made bool, err error) {
+	path = sr.path()
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		return path, false, nil
+	}
+	if err := os.MkdirAll(sr.dir, 0o700); err != nil {
+		return "", false, err
+	}
+	lock, err := os.OpenFile(filepath.Join(sr.dir, sr.key+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", false, err
+	}
+	defer lock.Close()
+	deadline := time.Now().Add(snapLockTimeout)
+	for {
+		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return "", false, fmt.Errorf("snapshot lock: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return "", false, errors.New("snapshot lock: another run is still making it")
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+		return path, false, nil
+	}
+	// Holding the lock, any temp file of this key is left by a maker that was killed.
+	if old, _ := filepath.Glob(filepath.Join(sr.dir, sr.key+".snap.tmp-*")); len(old) > 0 {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
+	start := time.Now()
+	pruneSnapshots(sr.dir, snapMaxIdle)
+	if err := sr.make(ctx, path); err != nil {
+		return "", false, err
+	}
+	sr.log.Debug("snapshot made", "key", sr.key, "took", time.Since(start).Round(time.Millisecond))
+	return path, true, nil
+}
+
+// make boots a guest with the snapshot layout and empty shares, waits until guest-init
+// only waits for the RunSpec (the host has accepted the control connection and sends
+// nothing), and migrates it into path. The file descriptor reaches QEMU over QMP
+// (getfd), so QEMU keeps spawn=deny: an exec: migration would need it relaxed.
+func (sr *snapRun) make(ctx context.Context, path string) (err error) {
+	rd, err := newRunDir(sr.runBase, sr.st.vmm)
+	if err != nil {
+		return err
+	}
+	defer func() { rd.remove(false) }()
+	empty, err := emptyDir(rd, sr.st.vmm)
+	if err != nil {
+		return err
+	}
+	st := sr.st
+	st.tap, st.incoming = nil, nil
+	st.layout = snapLayout(nil, empty)
+	v, err := startVM(sr.p, st, rd, sr.log.With("snapshot", rd.ID))
+	if err != nil {
+		return err
+	}
+	defer v.shutdown(0)
+	fail := func(err error) error {
+		return fmt.Errorf("%w (console: %q)", err, strings.TrimSpace(v.tail("console.log", 300)))
+	}
+	conn, err := v.acceptCtl(ctlTimeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := v.waitConsole(ctx, snapReadyMarker, snapBootTimeout); err != nil {
+		return fail(err)
+	}
+	time.Sleep(snapSettle)
+
+	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
+	if err != nil {
+		return err
+	}
+	defer q.close()
+	tmp, err := os.CreateTemp(sr.dir, sr.key+".snap.tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tmp.Close()
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	// The default bandwidth cap (32 MiB/s) would make this take seconds.
+	if _, err := q.do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
+		return err
+	}
+	if _, err := q.do("getfd", map[string]any{"fdname": "snap"}, tmp); err != nil {
+		return err
+	}
+	if _, err := q.do("migrate", map[string]any{"uri": "fd:snap"}, nil); err != nil {
+		return err
+	}
+	if err := q.waitMigrated(ctx, snapMigrateTimeout); err != nil {
+		return fail(err)
+	}
+	_, _ = q.do("quit", nil, nil)
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if st, err := tmp.Stat(); err != nil || st.Size() == 0 {
+		return errors.New("snapshot: migration wrote nothing")
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// restore starts QEMU from the snapshot at path with the run's shares in the slots and
+// waits until the guest runs. On error nothing is left running.
+func (sr *snapRun) restore(ctx context.Context, path string, rd *runDir) (_ *vm, _ *net.UnixConn, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	empty, err := emptyDir(rd, sr.st.vmm)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := sr.st
+	st.layout = snapLayout(sr.p.userShare, empty)
+	st.incoming = f
+	v, err := startVM(sr.p, st, rd, sr.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	var conn *net.UnixConn
+	defer func() {
+		if err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			v.shutdown(0)
+		}
+	}()
+	if conn, err = v.acceptCtl(ctlTimeout); err != nil {
+		return nil, nil, err
+	}
+	m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s", err, strings.TrimSpace(v.tail("qemu.log", 300)))
+	}
+	v.qmp = m
+	deadline := time.Now().Add(snapRestoreTimeout)
+	for {
+		s, err := m.status(2 * time.Second)
+		if err != nil {
+			return nil, nil, fmt.Errorf("restore: %w: %s", err, strings.TrimSpace(v.tail("qemu.log", 300)))
+		}
+		switch s {
+		case "running":
+			return v, conn, nil
+		case "paused":
+			// Migration finishes into the source's run state; a paused one needs cont.
+			if _, err := m.run("cont", 2*time.Second); err != nil {
+				return nil, nil, fmt.Errorf("restore: cont: %w", err)
+			}
+		case "inmigrate":
+		default:
+			return nil, nil, fmt.Errorf("restore: vm %s: %s", s, strings.TrimSpace(v.tail("qemu.log", 300)))
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, fmt.Errorf("restore: still %s after %s", s, snapRestoreTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-v.exited:
+			return nil, nil, fmt.Errorf("restore: qemu exited: %s", strings.TrimSpace(v.tail("qemu.log", 300)))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// bootFromSnapshot makes (if needed) and restores the run's snapshot. A snapshot that
+// fails to restore is removed so the next run makes a fresh one.
+func (sr *snapRun) boot(ctx context.Context, rd *runDir) (*vm, *net.UnixConn, error) {
+	path, made, err := sr.ensure(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("make snapshot: %w", err)
+	}
+	v, conn, err := sr.restore(ctx, path, rd)
+	if err != nil {
+		if ctx.Err() == nil {
+			os.Remove(path)
+		}
+		return nil, nil, fmt.Errorf("restore snapshot %s (made now: %v): %w", path, made, err)
+	}
+	// The mtime says when it was last used, for pruneSnapshots.
+	now := time.Now()
+	_ = os.Chtimes(path, now, now)
+	return v, conn, nil
+}
+
+// snapMaxIdle is how long a snapshot may go unused before a new one's maker removes it
+// (an old key: a rebuilt kernel or initramfs, an upgraded QEMU, a memory size no longer
+// asked for). Each is tens of MB.
+const snapMaxIdle = 7 * 24 * time.Hour
+
+// pruneSnapshots removes snapshots in dir unused for longer than maxIdle.
+func pruneSnapshots(dir string, maxIdle time.Duration) {
+	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+	for _, p := range snaps {
+		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > maxIdle {
+			os.Remove(p)
+			os.Remove(strings.TrimSuffix(p, ".snap") + ".lock")
+		}
+	}
+}
+
+// emptyDir makes the run's empty directory that unused share slots serve.
+func emptyDir(rd *runDir, vmm *vmmIdentity) (string, error) {
+	d := rd.vmPath("empty")
+	if err := os.Mkdir(d, 0o555); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	if vmm != nil {
+		if err := os.Chown(d, int(vmm.UID), int(vmm.GID)); err != nil {
+			return "", err
+		}
+	}
+	return d, nil
+}
+
+// waitConsole waits for a line containing marker in the console log.
+func (v *vm) waitConsole(ctx context.Context, marker string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if strings.Contains(v.tail("console.log", 1<<20), marker) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("guest did not print %q within %s", marker, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-v.exited:
+			return fmt.Errorf("qemu exited before the guest was ready: %s", strings.TrimSpace(v.tail("qemu.log", 300)))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// dupFile duplicates f, close-on-exec.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// bootSnapshot restores the run's guest from a snapshot when the run fits the layout,
+// making the snapshot first if needed. It returns nil when the run must boot cold: not
+// compatible, or anything about the snapshot failed (logged at debug level; the run
+// never fails for it).
+func bootSnapshot(ctx context.Context, p *plan, st vmStart, mode, cache, runBase string, rd *runDir, log *slog.Logger) (*vm, *net.UnixConn) {
+	if ok, why := snapshotCompatible(snapInputOf(p, mode)); !ok {
+		log.Debug("cold boot", "why", why)
+		return nil, nil
+	}
+	sr, err := newSnapRun(p, st, cache, runBase, log)
+	if err != nil {
+		log.Debug("cold boot", "why", "snapshot key", "err", err)
+		return nil, nil
+	}
+	start := time.Now()
+	v, conn, err := sr.boot(ctx, rd)
+	if err != nil {
+		lvl := slog.LevelDebug
+		if mode == SnapshotOn {
+			lvl = slog.LevelWarn
+		}
+		log.Log(ctx, lvl, "snapshot failed, cold boot", "err", err)
+		return nil, nil
+	}
+	log.Debug("restored from snapshot", "key", sr.key, "took", time.Since(start).Round(time.Millisecond))
+	return v, conn
+}

@@ -1,0 +1,119 @@
+package jail
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Which runs fit the snapshot layout, what that layout is, and what a snapshot is keyed by.
+
+// snapshotMode resolves Spec.Snapshot (then $CRACKBOX_SNAPSHOT) to a mode.
+func snapshotMode(s string) (string, error) {
+	if s == "" {
+		s = os.Getenv("CRACKBOX_SNAPSHOT")
+	}
+	switch s {
+	case "", SnapshotAuto:
+		return SnapshotAuto, nil
+	case SnapshotOn, SnapshotOff:
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: snapshot %q: use auto, on or off", ErrBadSpec, s)
+}
+
+// snapInput is what decides whether a run fits the snapshot layout.
+type snapInput struct {
+	Mode     string
+	Machine  string
+	Modular  bool
+	RootMode string
+	Shares   []share // workdir and volumes
+	NetMode  string
+}
+
+// snapshotCompatible reports whether the run can be restored from a snapshot, or why not.
+// Memory, cpus, accelerator, kernel and QEMU need not be checked here: they are part of
+// the snapshot's key, so a different value just has its own snapshot.
+func snapshotCompatible(in snapInput) (bool, string) {
+	switch {
+	case in.Mode == SnapshotOff:
+		return false, "snapshots are off"
+	case in.Machine != MachineMicrovm:
+		return false, "machine " + in.Machine + " (only microvm)"
+	case in.Modular:
+		// Its shares are virtio-fs, and vhost-user-fs blocks migration.
+		return false, "a modular kernel"
+	case in.RootMode != "hostview":
+		return false, "root mode " + in.RootMode + " (only the host view)"
+	case len(in.Shares) > snapSlots:
+		return false, fmt.Sprintf("%d shares (the snapshot has %d slots)", len(in.Shares), snapSlots)
+	}
+	for _, s := range in.Shares {
+		if s.FS != FS9P {
+			// Plain root serves rw shares with virtiofsd; vhost-user-fs blocks migration.
+			return false, "share " + s.Target + " is " + s.FS
+		}
+	}
+	return true, ""
+}
+
+// snapLayout is the fixed share list of a snapshot guest: the host-view lowers (a missing
+// one serves empty) and snapSlots slots tagged v0..vN, filled with the run's shares in
+// order, the rest serving empty read-only. With shares nil every slot is empty.
+func snapLayout(shares []share, empty string) []vmShare {
+	var out []vmShare
+	for _, d := range hostViewDirs {
+		host := d
+		if st, err := os.Stat(d); err != nil || !st.IsDir() {
+			host = empty
+		}
+		out = append(out, vmShare{share: share{Tag: strings.TrimPrefix(d, "/"), Host: host, Target: d, ReadOnly: true, FS: FS9P}})
+	}
+	for i := 0; i < snapSlots; i++ {
+		s := share{Tag: "v" + strconv.Itoa(i), Host: empty, ReadOnly: true, FS: FS9P}
+		if i < len(shares) {
+			s = shares[i]
+		}
+		out = append(out, vmShare{share: s})
+	}
+	return out
+}
+
+// snapKey hashes everything a restore must match: the QEMU binary, kernel and initramfs
+// (by path, size, mtime and inode, so an upgrade or rebuild makes a new key) and the
+// QEMU arguments with the per-run paths left out (machine, accelerator, memory, cpus,
+// kernel command line, device layout).
+func snapKey(qemu, kernel, initrd string, cfg vmConfig) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, snapFormat)
+	for _, p := range []string{qemu, kernel, initrd} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		var ino uint64
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			ino = sys.Ino
+		}
+		fmt.Fprintf(h, "%s %d %d %d\n", p, st.Size(), st.ModTime().UnixNano(), ino)
+	}
+	// The NIC's backend (a tap or a lone hub port) is not guest state.
+	cfg.CtlSock, cfg.QMPSock, cfg.Incoming, cfg.TapFD, cfg.TapName = "ctl", "qmp", "", 0, ""
+	cfg.Shares = append([]vmShare(nil), cfg.Shares...)
+	for i := range cfg.Shares {
+		cfg.Shares[i].Host, cfg.Shares[i].ReadOnly, cfg.Shares[i].Target = "-", false, ""
+	}
+	fmt.Fprintln(h, strings.Join(cfg.args(), "\x00"))
+	return hex.EncodeToString(h.Sum(nil))[:20], nil
+}
+
+// snapInputOf is the compatibility input of a plan.
+func snapInputOf(p *plan, mode string) snapInput {
+	return snapInput{Mode: mode, Machine: p.machine, Modular: p.modular, RootMode: p.rs.Root.Mode,
+		Shares: p.userShare, NetMode: p.rs.Net.Mode}
+}
