@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,9 +88,14 @@ func (rd *runDir) remove(keep bool) {
 	os.RemoveAll(rd.Dir)
 }
 
-// sweepStale removes run dirs left by a crackbox that was killed: their qemu.pid names a
-// process that no longer exists. Dirs kept after a crash have no pid file and stay.
+// keptCrashDirs bounds how many crash reports (run dirs kept after a guest crash) stay
+// in the run dir base; the oldest go first.
+const keptCrashDirs = 10
+
+// sweepStale removes run dirs left by a crackbox that was killed (their qemu.pid names a
+// process that no longer exists) and all but the newest keptCrashDirs crash reports.
 func sweepStale(base string) {
+	pruneCrashDirs(base, keptCrashDirs)
 	pids, _ := filepath.Glob(filepath.Join(base, "*", "qemu.pid"))
 	for _, p := range pids {
 		b, err := os.ReadFile(p)
@@ -103,5 +109,43 @@ func sweepStale(base string) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			os.RemoveAll(filepath.Dir(p))
 		}
+	}
+}
+
+// pruneCrashDirs removes all but the newest keep crash reports. A kept dir is one whose
+// vm/ subdir and qemu.pid are gone; a live run always has vm/ until it ends.
+func pruneCrashDirs(base string, keep int) {
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return
+	}
+	type kept struct {
+		dir string
+		mod int64
+	}
+	var dirs []kept
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		d := filepath.Join(base, e.Name())
+		if _, err := os.Stat(filepath.Join(d, "vm")); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, "qemu.pid")); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(d, "console.log"))
+		if err != nil {
+			continue // not a crash report of ours
+		}
+		dirs = append(dirs, kept{d, fi.ModTime().UnixNano()})
+	}
+	if len(dirs) <= keep {
+		return
+	}
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].mod > dirs[j].mod })
+	for _, k := range dirs[keep:] {
+		os.RemoveAll(k.dir)
 	}
 }

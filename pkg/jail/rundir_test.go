@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 func TestRunDir(t *testing.T) {
@@ -60,5 +61,35 @@ func TestSweepStale(t *testing.T) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s removed: %v", d, err)
 		}
+	}
+}
+
+func TestPruneCrashDirsKeepsNewest(t *testing.T) {
+	base := t.TempDir()
+	var reports []string
+	for i := range 5 {
+		rd, err := newRunDir(base, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(rd.path("console.log"), []byte("panic"), 0o600)
+		rd.remove(true)
+		when := time.Now().Add(time.Duration(i-10) * time.Minute)
+		os.Chtimes(rd.path("console.log"), when, when)
+		reports = append(reports, rd.Dir)
+	}
+	live, err := newRunDir(base, nil) // no console.log yet, vm/ present: a run in progress
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruneCrashDirs(base, 2)
+	for i, d := range reports {
+		_, err := os.Stat(d)
+		if gone := os.IsNotExist(err); gone != (i < 3) {
+			t.Errorf("report %d (age %d min): gone=%v, want %v", i, 10-i, gone, i < 3)
+		}
+	}
+	if _, err := os.Stat(live.VM); err != nil {
+		t.Errorf("live run dir touched: %v", err)
 	}
 }
