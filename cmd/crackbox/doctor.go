@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -102,6 +103,13 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 		netFix = "run crackbox as root (sudo) for tap networking, where nftables confines every packet"
 	}
 	line(err == nil && mode == jail.NetTap, err != nil, "network", why, netFix)
+
+	snaps, _ := filepath.Glob(filepath.Join(cache, "snapshots", "*.snap"))
+	snapDetail := fmt.Sprintf("%d saved in %s; a run restores one when its devices fit the snapshot layout (made on the first such run)", len(snaps), filepath.Join(cache, "snapshots"))
+	if os.Geteuid() == 0 && os.Getenv("SUDO_UID") == "" {
+		snapDetail += "; as plain root a work directory is served by virtiofsd, which boots cold"
+	}
+	line(true, false, "snapshots", snapDetail, "")
 
 	if _, err := os.Stat(jail.VirtiofsdPath); err != nil {
 		req := os.Geteuid() == 0
