@@ -37,6 +37,9 @@ const (
 // ErrBadHeader is returned when a stream does not start with a valid header line.
 var ErrBadHeader = errors.New("control: bad stream header")
 
+// headerTimeout bounds how long a new stream may take to send its header.
+const headerTimeout = 10 * time.Second
+
 // maxHeader bounds a header line so a hostile peer cannot make the reader buffer forever.
 const maxHeader = 4096
 
@@ -93,6 +96,9 @@ func Accept(s *yamux.Session) (string, net.Conn, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("control: accept: %w", err)
 	}
+	// A peer that opens a stream and never sends its header must not stall the accept
+	// loop behind it.
+	st.SetReadDeadline(time.Now().Add(headerTimeout))
 	br := bufio.NewReaderSize(st, 256)
 	var line []byte
 	for {
@@ -110,6 +116,7 @@ func Accept(s *yamux.Session) (string, net.Conn, error) {
 			break
 		}
 	}
+	st.SetReadDeadline(time.Time{})
 	var h Header
 	if err := json.Unmarshal(line, &h); err != nil || h.Kind == "" {
 		st.Close()

@@ -189,9 +189,14 @@ func forwardControls(ctl *control.Conn, h sessionHooks, done <-chan struct{}) {
 	}
 }
 
+// maxGuestStreams bounds the proxy and mcp streams one guest may hold open at once, so a
+// hostile guest cannot make the host spend a goroutine and buffers per stream without end.
+const maxGuestStreams = 512
+
 // acceptGuestStreams hands guest-opened proxy and mcp streams to their hooks. Anything
 // else the guest opens is closed: the guest cannot widen what it may reach.
 func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
+	slots := make(chan struct{}, maxGuestStreams)
 	for {
 		kind, c, err := control.Accept(sess)
 		if err != nil {
@@ -212,6 +217,16 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
 			c.Close()
 			continue
 		}
-		go fn(c)
+		select {
+		case slots <- struct{}{}:
+		default:
+			h.Log.Warn("guest stream refused", "kind", kind, "why", "too many open streams", "max", maxGuestStreams)
+			c.Close()
+			continue
+		}
+		go func() {
+			defer func() { <-slots }()
+			fn(c)
+		}()
 	}
 }
