@@ -84,8 +84,9 @@ func snapLayout(shares []share, empty string) []vmShare {
 	return out
 }
 
-// snapKey hashes everything a restore must match: the QEMU binary, kernel and initramfs
-// (by path, size, mtime and inode, so an upgrade or rebuild makes a new key) and the
+// snapKey hashes everything a restore must match: the QEMU binary and kernel (by path,
+// size, mtime and inode, so an upgrade or rebuild makes a new key), the initramfs (by its
+// content-addressed path) and the
 // QEMU arguments with the per-run paths left out (machine, accelerator, memory, cpus,
 // kernel command line, device layout).
 func snapKey(qemu, kernel, initrd string, cfg vmConfig) (string, error) {
@@ -95,6 +96,12 @@ func snapKey(qemu, kernel, initrd string, cfg vmConfig) (string, error) {
 		st, err := os.Stat(p)
 		if err != nil {
 			return "", err
+		}
+		if p == initrd {
+			// The initramfs is named by its content hash; two runs that build it at
+			// once rename identical files over each other, so its inode says nothing.
+			fmt.Fprintf(h, "%s %d\n", p, st.Size())
+			continue
 		}
 		var ino uint64
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
