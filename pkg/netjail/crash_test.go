@@ -21,7 +21,7 @@ const childEnv = "CBX_NETJAIL_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
-		n, err := Setup(context.Background(), Config{RunID: fmt.Sprintf("crash-%d", os.Getpid()), RunsDir: dir, UID: -1, GID: -1})
+		n, err := Setup(context.Background(), Config{Pool: testPool, RunID: fmt.Sprintf("crash-%d", os.Getpid()), RunsDir: dir, UID: -1, GID: -1})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(3)

@@ -14,6 +14,10 @@ import (
 )
 
 // requireNetAdmin skips tests that create taps, veths and nft tables.
+// testPool keeps this package's taps and veths out of DefaultPool, which crackbox runs
+// (and other packages' tests running at the same time) claim from a different claims dir.
+var testPool = netip.MustParsePrefix("10.212.0.0/16")
+
 func requireNetAdmin(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {

@@ -20,14 +20,14 @@ func testRunID(t *testing.T) string {
 func TestSetupBuildsTapAndTableAndCloseRemovesThem(t *testing.T) {
 	requireNetAdmin(t)
 	runsDir := t.TempDir()
-	n, err := Setup(context.Background(), Config{RunID: testRunID(t), RunsDir: runsDir, UID: 65534, GID: 65534})
+	n, err := Setup(context.Background(), Config{Pool: testPool, RunID: testRunID(t), RunsDir: runsDir, UID: 65534, GID: 65534})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Close() })
 
-	if n.Subnet.Bits() != 30 || !DefaultPool.Contains(n.Subnet.Addr()) {
-		t.Fatalf("subnet %s not a /30 of %s", n.Subnet, DefaultPool)
+	if n.Subnet.Bits() != 30 || !testPool.Contains(n.Subnet.Addr()) {
+		t.Fatalf("subnet %s not a /30 of %s", n.Subnet, testPool)
 	}
 	if n.Host != n.Subnet.Addr().Next() || n.Guest != n.Host.Next() {
 		t.Fatalf("host %s guest %s in %s: want .1 and .2", n.Host, n.Guest, n.Subnet)
@@ -110,14 +110,14 @@ func TestSetupBuildsTapAndTableAndCloseRemovesThem(t *testing.T) {
 func TestTwoRunsGetDistinctSubnets(t *testing.T) {
 	requireNetAdmin(t)
 	runsDir := t.TempDir()
-	a, err := Setup(context.Background(), Config{RunID: testRunID(t) + "-a", RunsDir: runsDir, UID: -1, GID: -1})
+	a, err := Setup(context.Background(), Config{Pool: testPool, RunID: testRunID(t) + "-a", RunsDir: runsDir, UID: -1, GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
 	// A second runs dir does not see a's claim; the host route of a's tap
 	// must keep b off its /30 anyway.
-	b, err := Setup(context.Background(), Config{RunID: testRunID(t) + "-b", RunsDir: t.TempDir(), UID: -1, GID: -1})
+	b, err := Setup(context.Background(), Config{Pool: testPool, RunID: testRunID(t) + "-b", RunsDir: t.TempDir(), UID: -1, GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func deadOwner(t *testing.T, runID string) owner {
 func TestGCRemovesDeadRunsAndKeepsLiveOnes(t *testing.T) {
 	requireNetAdmin(t)
 	runsDir := t.TempDir()
-	live, err := Setup(context.Background(), Config{RunID: testRunID(t) + "-live", RunsDir: runsDir, UID: -1, GID: -1})
+	live, err := Setup(context.Background(), Config{Pool: testPool, RunID: testRunID(t) + "-live", RunsDir: runsDir, UID: -1, GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestGCRemovesDeadRunsAndKeepsLiveOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := claimSubnet(runsDir, DefaultPool, busy, record{owner: dead, Tap: TapName(deadID), Table: TableName(deadID)})
+	c, err := claimSubnet(runsDir, testPool, busy, record{owner: dead, Tap: TapName(deadID), Table: TableName(deadID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,21 +127,21 @@ func TestPrepareLearnAllowsNothingAndListsAttempts(t *testing.T) {
 }
 
 func TestPrepareNone(t *testing.T) {
-	r, err := Prepare(context.Background(), Options{Mode: jail.NetNone})
+	r, err := Prepare(context.Background(), Options{Pool: testPool, Mode: jail.NetNone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Net.Mode != jail.NetNone || r.Report(false) != "" || r.Close() != nil {
 		t.Fatalf("none mode: %+v", r)
 	}
-	if _, err := Prepare(context.Background(), Options{Mode: "bridge"}); err == nil {
+	if _, err := Prepare(context.Background(), Options{Pool: testPool, Mode: "bridge"}); err == nil {
 		t.Fatal("unknown mode accepted")
 	}
 }
 
 func TestPrepareTapSetsUpAndTearsDown(t *testing.T) {
 	requireNetAdmin(t)
-	r, err := Prepare(context.Background(), Options{Mode: jail.NetTap, RunsDir: t.TempDir(), UID: -1, GID: -1})
+	r, err := Prepare(context.Background(), Options{Pool: testPool, Mode: jail.NetTap, RunsDir: t.TempDir(), UID: -1, GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

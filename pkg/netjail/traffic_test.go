@@ -56,7 +56,7 @@ func newGuestNS(t *testing.T) *guestNS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := claimSubnet(t.TempDir(), DefaultPool, busy, record{owner: owner{PID: os.Getpid()}})
+	c, err := claimSubnet(t.TempDir(), testPool, busy, record{owner: owner{PID: os.Getpid()}})
 	if err != nil {
 		t.Fatal(err)
 	}
