@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,8 +25,9 @@ type verdict struct {
 }
 
 // authorize decides host:port for client: allowlist first, then resolution
-// and the destination guard. IP literals bypass the allowlist only through
-// an AllowCIDRs entry.
+// and the destination guard. An IP literal needs an AllowCIDRs entry covering
+// it, a default port (allowlist entries cannot name addresses, so no entry
+// can open another port) and a pass from the guard.
 func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host string, port int) verdict {
 	v := verdict{host: host, port: port}
 	h, err := allow.NormalizeHost(host)
@@ -35,11 +37,24 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 	}
 	v.host = h
 	if a, err := netip.ParseAddr(h); err == nil {
+		a = a.Unmap()
 		if !cfg.allowedCIDR(a) {
 			v.reason, v.detail = ReasonAllowlist, "IP literal destinations need an allowed CIDR"
 			return v
 		}
-		v.addrs = []netip.Addr{a.Unmap()}
+		ports := cfg.ports
+		if len(ports) == 0 {
+			ports = c.Allow.DefaultPortList()
+		}
+		if !slices.Contains(ports, port) {
+			v.reason, v.detail = ReasonPort, fmt.Sprintf("IP literal destinations are allowed only on the default ports %v", ports)
+			return v
+		}
+		if err := p.guard(cfg, a); err != nil {
+			v.reason, v.detail = ReasonPrivateAddress, err.Error()
+			return v
+		}
+		v.addrs = []netip.Addr{a}
 		return v
 	}
 	if err := c.Allow.CheckWithPorts(h, port, cfg.ports); err != nil {

@@ -283,14 +283,43 @@ func TestForwardRefusals(t *testing.T) {
 	}
 }
 
-func TestForwardIPLiteralAllowedByCIDR(t *testing.T) {
+// TestForwardIPLiteralCIDR checks that a range opens IP literals only on the
+// default ports: before, any port of any covered address was reachable.
+func TestForwardIPLiteralCIDR(t *testing.T) {
 	srv := echoServer(t)
-	tp := startProxy(t, Options{AllowCIDRs: []netip.Prefix{loopback8}}, []string{})
-	rc := dialProxy(t, tp.addr)
 	host := strings.TrimPrefix(srv.URL, "http://")
-	resp, body := rc.do(t, "GET", get(host, "/ip"))
-	if resp.StatusCode != 200 || body != "hello from "+host+"/ip" {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
+	port := portOf(t, srv.URL)
+	connect := func(h string) string { return fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", h, h) }
+	cases := []struct {
+		name    string
+		ports   []int
+		entries []string
+		method  string
+		req     string
+		status  int
+		reason  string
+	}{
+		{"get on default port", []int{port}, []string{}, "GET", get(host, "/ip"), 200, ""},
+		{"connect on default port", []int{port}, []string{"example.com"}, "CONNECT", connect(host), 200, ""},
+		{"get on other port", nil, []string{}, "GET", get(host, "/ip"), 403, ReasonPort},
+		{"connect on other port", nil, []string{"example.com"}, "CONNECT", connect(host), 403, ReasonPort},
+		{"entry port does not open a literal", nil, []string{"example.com:" + fmt.Sprint(port)}, "CONNECT", connect(host), 403, ReasonPort},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := startProxy(t, Options{AllowCIDRs: []netip.Prefix{loopback8}, DefaultPorts: tc.ports}, tc.entries)
+			rc := dialProxy(t, tp.addr)
+			resp, body := rc.do(t, tc.method, tc.req)
+			if tc.status != 200 {
+				expectRefusal(t, resp, body, tc.status, tc.reason)
+			} else if resp.StatusCode != 200 || tc.method == "GET" && body != "hello from "+host+"/ip" {
+				t.Fatalf("got %d %q", resp.StatusCode, body)
+			}
+			rc.Close() // a tunnel's decision is recorded when it ends
+			if d := tp.next(t); d.Reason != tc.reason {
+				t.Errorf("decision reason %q, want %q", d.Reason, tc.reason)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,7 +110,9 @@ func TestTransparentInNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	px, err := proxy.New(proxy.Options{
-		AllowCIDRs: []netip.Prefix{lab.prefix},
+		// The upstreams sit on host addresses, which a range alone never
+		// opens: the good one is named exactly.
+		AllowCIDRs: []netip.Prefix{lab.prefix, netip.PrefixFrom(lab.hostIP, 32)},
 		Hosts: map[string][]netip.Addr{
 			"allowed.test": {lab.hostIP},
 			"evil.test":    {lab.evilIP},
@@ -181,6 +184,11 @@ func TestTransparentInNetns(t *testing.T) {
 	}
 	if n := evilHits.Load(); n != 0 {
 		t.Errorf("the evil server was reached %d times", n)
+	}
+	// evilIP is a real address of this host inside the allowed range, but
+	// not named exactly: the range alone must not open it.
+	if got, err := px.Resolve(context.Background(), "evil.test"); !errors.Is(err, proxy.ErrPrivateAddress) {
+		t.Errorf("host address %s in allowed range %s resolved: %v %v", lab.evilIP, lab.prefix, got, err)
 	}
 }
 

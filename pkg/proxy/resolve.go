@@ -19,11 +19,13 @@ var (
 	ErrNoAddress      = errors.New("host has no address")
 )
 
-// newResolver returns the system resolver for "" (so /etc/hosts and
-// nsswitch apply) or a pure-Go resolver that sends every query to addr.
+// newResolver returns the system configuration for "" (/etc/hosts,
+// resolv.conf nameservers, nsswitch order) or a resolver that sends every
+// query to addr. Both are Go's own resolver: it treats the absolute names
+// resolve asks for ("name.") as /etc/hosts entries, which glibc does not.
 func newResolver(addr string) (*net.Resolver, error) {
 	if addr == "" {
-		return net.DefaultResolver, nil
+		return &net.Resolver{PreferGo: true}, nil
 	}
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -64,16 +66,21 @@ var blockedPrefixes = func() []netip.Prefix {
 		"ff00::/8",       // multicast
 		"100::/64",       // discard
 		"2001:db8::/32",  // documentation
+		"64:ff9b:1::/48", // local-use NAT64: translates into the operator's own networks
+		"::/96",          // IPv4-compatible, deprecated; reaches the embedded IPv4 on some stacks
+		"2001::/32",      // Teredo: tunnels to an IPv4 endpoint the guard cannot judge
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
 	return out
 }()
 
-// nat64 and 6to4 embed an IPv4 address that the guard must judge too.
+// NAT64 (well-known and local-use) and 6to4 embed an IPv4 address that the
+// guard must judge too: a translator forwards to it.
 var (
-	nat64Prefix = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour   = netip.MustParsePrefix("2002::/16")
+	nat64Prefix      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64LocalPrefix = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour        = netip.MustParsePrefix("2002::/16")
 )
 
 // ifaceCache holds the proxy host's own addresses; interfaces change rarely,
@@ -84,10 +91,20 @@ type ifaceCache struct {
 	addrs []netip.Addr
 }
 
-func (c *ifaceCache) get() []netip.Addr {
+// has reports whether a is an address of the proxy host. A miss refreshes a
+// cache older than a second, so an interface added moments ago (a new
+// guest's tap gateway) is seen before that guest can aim at it.
+func (c *ifaceCache) has(a netip.Addr) bool {
+	if slices.Contains(c.get(10*time.Second), a) {
+		return true
+	}
+	return slices.Contains(c.get(time.Second), a)
+}
+
+func (c *ifaceCache) get(ttl time.Duration) []netip.Addr {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) < 10*time.Second && c.addrs != nil {
+	if time.Since(c.at) < ttl && c.addrs != nil {
 		return c.addrs
 	}
 	var addrs []netip.Addr
@@ -115,22 +132,62 @@ func (cfg *config) allowedCIDR(a netip.Addr) bool {
 	return false
 }
 
-// guard returns nil if a may be dialed: it is outside every blocked range
-// and not one of the proxy host's own addresses, or an AllowCIDRs entry
-// covers it.
+// ownAddrAllowed reports whether the operator opened an address of the proxy
+// host itself. The rule: a loopback address is open when an allowed range
+// covers it and lies entirely inside loopback (127.0.0.0/8 or narrower,
+// ::1/128), so a test or demo upstream on 127.x works; any other host
+// address (a tap gateway, the LAN address, 0.0.0.0) is open only through an
+// entry naming exactly that address (/32 or /128). A broad range such as
+// 10.0.0.0/8 therefore never opens the host's own services to a guest.
+func (cfg *config) ownAddrAllowed(a netip.Addr) bool {
+	for _, p := range cfg.cidrs {
+		if !p.Contains(a) {
+			continue
+		}
+		if p.IsSingleIP() {
+			return true
+		}
+		if a.IsLoopback() && p.Addr().IsLoopback() && p.Bits() >= loopbackBits(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func loopbackBits(a netip.Addr) int {
+	if a.Is4() {
+		return 8
+	}
+	return 128
+}
+
+// guard returns nil if a may be dialed. An address of the proxy host (an
+// interface address, any loopback or the unspecified address) passes only
+// under ownAddrAllowed; any other address passes when an AllowCIDRs entry
+// covers it or it is outside every blocked range.
 func (p *Proxy) guard(cfg *config, a netip.Addr) error {
 	a = a.WithZone("").Unmap()
-	if cfg.allowedCIDR(a) {
-		return nil
-	}
 	if !a.IsValid() {
 		return fmt.Errorf("%w: invalid address", ErrPrivateAddress)
 	}
+	if a.IsLoopback() || a.IsUnspecified() || p.ifaces.has(a) {
+		if cfg.ownAddrAllowed(a) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s is an address of the proxy host", ErrPrivateAddress, a)
+	}
+	if v4, ok := embeddedV4(a); ok {
+		// A translator forwards to the embedded IPv4, so it must pass on its
+		// own, even when a range covers the IPv6 form.
+		if err := p.guard(cfg, v4); err != nil {
+			return fmt.Errorf("%w (embedded in %s)", err, a)
+		}
+	}
+	if cfg.allowedCIDR(a) {
+		return nil
+	}
 	if blockedAddr(a) {
 		return fmt.Errorf("%w: %s is in a private or special-purpose range", ErrPrivateAddress, a)
-	}
-	if slices.Contains(p.ifaces.get(), a) {
-		return fmt.Errorf("%w: %s is an address of the proxy host", ErrPrivateAddress, a)
 	}
 	return nil
 }
@@ -141,24 +198,34 @@ func blockedAddr(a netip.Addr) bool {
 			return true
 		}
 	}
-	if a.Is6() && (nat64Prefix.Contains(a) || sixToFour.Contains(a)) {
-		b := a.As16()
-		var v4 [4]byte
-		if nat64Prefix.Contains(a) {
-			copy(v4[:], b[12:])
-		} else {
-			copy(v4[:], b[2:6])
-		}
-		return blockedAddr(netip.AddrFrom4(v4))
+	if v4, ok := embeddedV4(a); ok {
+		return blockedAddr(v4)
 	}
 	return false
+}
+
+// embeddedV4 returns the IPv4 address a NAT64 or 6to4 address leads to. The
+// local-use NAT64 range is read with the /96 layout of the well-known one,
+// the layout translators use for it in practice.
+func embeddedV4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64Prefix.Contains(a), nat64LocalPrefix.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
 }
 
 // Resolve looks host up (static Hosts first, then the configured resolver)
 // and returns the addresses the destination guard lets through, in resolver
 // order. If every address is refused the error wraps ErrPrivateAddress. An IP
-// literal is returned as is when an AllowCIDRs entry covers it and refused
-// otherwise. The DNS responder of the network jail uses this so it never
+// literal is returned as is when an AllowCIDRs entry covers it and the guard
+// passes it, and refused otherwise. The DNS responder of the network jail uses this so it never
 // hands a sandbox an address the proxy would refuse.
 func (p *Proxy) Resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	return p.resolve(ctx, p.cfg.Load(), host)
@@ -170,14 +237,20 @@ func (p *Proxy) resolve(ctx context.Context, cfg *config, host string) ([]netip.
 		return nil, err
 	}
 	if a, err := netip.ParseAddr(h); err == nil {
-		if cfg.allowedCIDR(a) {
-			return []netip.Addr{a.Unmap()}, nil
+		a = a.Unmap()
+		if !cfg.allowedCIDR(a) {
+			return nil, fmt.Errorf("%w: IP literal %s is not in an allowed CIDR", ErrPrivateAddress, a)
 		}
-		return nil, fmt.Errorf("%w: IP literal %s is not in an allowed CIDR", ErrPrivateAddress, a)
+		if err := p.guard(cfg, a); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{a}, nil
 	}
 	addrs, ok := cfg.hosts[h]
 	if !ok {
-		ips, err := cfg.resolver.LookupNetIP(ctx, "ip", h)
+		// The trailing dot makes the name absolute, so the host's resolv.conf
+		// search domains never turn an allowlisted name into a local one.
+		ips, err := cfg.resolver.LookupNetIP(ctx, "ip", h+".")
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", h, err)
 		}

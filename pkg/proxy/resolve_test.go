@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -23,6 +24,8 @@ func TestBlockedAddr(t *testing.T) {
 		{"ff02::1", true}, {"64:ff9b::a00:1", true}, {"2002:a00:1::", true},
 		{"8.8.8.8", false}, {"1.1.1.1", false}, {"172.32.0.1", false}, {"100.128.0.1", false},
 		{"2606:4700::1111", false}, {"64:ff9b::808:808", false},
+		{"64:ff9b:1::808:808", true}, {"64:ff9b:1:ffff::a00:1", true}, {"::a00:1", true}, {"::808:808", true},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, {"2001:4860::8888", false},
 	}
 	for _, tc := range cases {
 		a := netip.MustParseAddr(tc.ip)
@@ -45,10 +48,83 @@ func TestGuardOwnInterfaceAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range p.ifaces.get() {
+	for _, a := range p.ifaces.get(time.Second) {
 		if err := p.guard(p.cfg.Load(), a); !errors.Is(err, ErrPrivateAddress) {
 			t.Errorf("own interface address %s passed the guard", a)
 		}
+	}
+}
+
+// TestGuard runs the destination guard against operator ranges, with
+// 10.213.0.1 (a tap gateway) and 192.168.1.5 (a LAN address) posing as
+// addresses of the proxy host.
+func TestGuard(t *testing.T) {
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	cases := []struct {
+		name  string
+		cidrs []netip.Prefix
+		addr  string
+		ok    bool
+	}{
+		{"public", nil, "8.8.8.8", true},
+		{"tap gateway in broad range", pfx("10.0.0.0/8"), "10.213.0.1", false},
+		{"tap gateway in its /24", pfx("10.213.0.0/24"), "10.213.0.1", false},
+		{"tap gateway mapped", pfx("10.0.0.0/8"), "::ffff:10.213.0.1", false},
+		{"tap gateway named exactly", pfx("10.0.0.0/8", "10.213.0.1/32"), "10.213.0.1", true},
+		{"neighbour in range", pfx("10.0.0.0/8"), "10.213.0.2", true},
+		{"private without range", nil, "10.213.0.2", false},
+		{"lan address in range", pfx("192.168.0.0/16"), "192.168.1.5", false},
+		{"lan address named exactly", pfx("192.168.1.5/32"), "192.168.1.5", true},
+		{"loopback in 127/8", pfx("127.0.0.0/8"), "127.0.0.1", true},
+		{"other loopback in 127/8", pfx("127.0.0.0/8"), "127.5.6.7", true},
+		{"loopback in narrower range", pfx("127.5.0.0/16"), "127.5.6.7", true},
+		{"loopback outside narrower range", pfx("127.5.0.0/16"), "127.0.0.1", false},
+		{"loopback under everything", pfx("0.0.0.0/0"), "127.0.0.1", false},
+		{"loopback under /7", pfx("126.0.0.0/7"), "127.0.0.1", false},
+		{"loopback without range", nil, "127.0.0.1", false},
+		{"ipv6 loopback exact", pfx("::1/128"), "::1", true},
+		{"ipv6 loopback under everything", pfx("::/0"), "::1", false},
+		{"unspecified in its range", pfx("0.0.0.0/8"), "0.0.0.0", false},
+		{"metadata", nil, "169.254.169.254", false},
+		{"metadata in range", pfx("169.254.0.0/16"), "169.254.169.254", true},
+		{"everything range still guards host", pfx("0.0.0.0/0"), "10.213.0.1", false},
+		{"nat64 public", nil, "64:ff9b::808:808", true},
+		{"nat64 private", nil, "64:ff9b::a00:1", false},
+		{"nat64 range allowed but embeds loopback", pfx("64:ff9b::/96"), "64:ff9b::7f00:1", false},
+		{"nat64 embeds tap gateway", pfx("64:ff9b::/96", "10.0.0.0/8"), "64:ff9b::ad5:1", false},
+		{"local nat64", nil, "64:ff9b:1::808:808", false},
+		{"local nat64 in range", pfx("64:ff9b:1::/48"), "64:ff9b:1::808:808", true},
+		{"local nat64 in range embeds metadata", pfx("64:ff9b:1::/48"), "64:ff9b:1::a9fe:a9fe", false},
+		{"ipv4 compatible", nil, "::808:808", false},
+		{"teredo", nil, "2001:0:4136:e378:8000:63bf:3fff:fdd2", false},
+		{"6to4 private", nil, "2002:a00:1::", false},
+		{"public ipv6", nil, "2001:4860::8888", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := New(Options{AllowCIDRs: tc.cidrs}, NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Pin the host's addresses: the real ones plus two stand-ins.
+			own := append(p.ifaces.get(time.Second), netip.MustParseAddr("10.213.0.1"), netip.MustParseAddr("192.168.1.5"))
+			p.ifaces.mu.Lock()
+			p.ifaces.addrs, p.ifaces.at = own, time.Now().Add(time.Hour)
+			p.ifaces.mu.Unlock()
+			err = p.guard(p.cfg.Load(), netip.MustParseAddr(tc.addr))
+			if tc.ok && err != nil {
+				t.Errorf("guard(%s) = %v, want allowed", tc.addr, err)
+			}
+			if !tc.ok && !errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("guard(%s) = %v, want ErrPrivateAddress", tc.addr, err)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+const searchChildEnv = "CRACKBOX_PROXY_SEARCH_CHILD"
+
+// TestResolveIgnoresSearchDomains reruns itself in a private mount namespace
+// whose /etc/resolv.conf has "search corp.internal" and whose /etc/hosts
+// names hostsfile.test, so the host's real files stay untouched.
+func TestResolveIgnoresSearchDomains(t *testing.T) {
+	if os.Getenv(searchChildEnv) == "1" {
+		searchChild(t)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount resolv.conf and hosts in a mount namespace")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skipf("needs unshare in PATH: %v", err)
+	}
+	dir := t.TempDir()
+	resolv := filepath.Join(dir, "resolv.conf")
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch corp.internal\noptions ndots:1 timeout:1 attempts:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.50 hostsfile.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /etc/hosts && exec "$3" -test.run '^TestResolveIgnoresSearchDomains$' -test.v`,
+		"sh", resolv, hosts, os.Args[0])
+	cmd.Env = append(os.Environ(), searchChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child in mount namespace: %v\n%s", err, out)
+	}
+	t.Logf("child:\n%s", out)
+}
+
+func searchChild(t *testing.T) {
+	pub := netip.MustParseAddr("203.0.113.9")
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := dns.NewServeMux()
+	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		q := r.Question[0]
+		switch q.Name {
+		case "public.test.", "intranet.corp.internal.", "up.test.corp.internal.":
+			if q.Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(q.Name + " 60 IN A " + pub.String())
+				m.Answer = append(m.Answer, rr)
+			}
+		default:
+			m.Rcode = dns.RcodeNameError
+		}
+		w.WriteMsg(m)
+	})
+	srv := &dns.Server{PacketConn: pc, Handler: mux}
+	go srv.ActivateAndServe()
+	defer srv.Shutdown()
+
+	ctx := context.Background()
+	p, err := New(Options{Resolver: pc.LocalAddr().String()}, NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Resolve(ctx, "public.test"); err != nil || len(got) != 1 || got[0] != pub {
+		t.Fatalf("public.test: %v %v", got, err)
+	}
+	// Only the search-suffixed forms exist; an absolute lookup must miss.
+	for _, h := range []string{"intranet", "up.test"} {
+		if got, err := p.Resolve(ctx, h); err == nil {
+			t.Errorf("Resolve(%s) = %v: the search domain was applied", h, got)
+		}
+	}
+
+	// The system resolver still answers from /etc/hosts for the absolute name.
+	sys, err := New(Options{}, NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := sys.Resolve(ctx, "hostsfile.test"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("203.0.113.50") {
+		t.Errorf("hostsfile.test via /etc/hosts: %v %v", got, err)
+	}
+}
