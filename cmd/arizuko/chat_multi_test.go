@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -46,7 +47,7 @@ func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string
 		if _, err := l.AddFolder(actx, store.Folder{Path: f, AgentCommand: []string{"python3", turn.DefaultGuestHome + "/agent.py"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(data, "folders", f, "agent.py"), agent, 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(data, "homes", folder.HomeName(f), "agent.py"), agent, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -65,7 +65,7 @@ func TestChatThroughPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(data, "folders", "a", "agent.py"), agent, 0o755)
+	os.WriteFile(filepath.Join(data, "homes", "a", "agent.py"), agent, 0o755)
 
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }

@@ -39,8 +39,10 @@ var initCmd = &cobra.Command{
 		if err := l.Bootstrap(cmd.Context()); err != nil {
 			return err
 		}
-		if err := os.MkdirAll(folder.Root(cfg.DataDir), 0o750); err != nil {
-			return err
+		for _, d := range []string{folder.Root(cfg.DataDir), folder.HomesRoot(cfg.DataDir)} {
+			if err := os.MkdirAll(d, 0o750); err != nil {
+				return err
+			}
 		}
 		made, err := writeIfMissing(cfg.Server.TokenFile, func() string {
 			b := make([]byte, 32)

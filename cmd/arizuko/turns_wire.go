@@ -32,7 +32,7 @@ type TurnsConfig struct {
 	Kernel    string `toml:"kernel"`
 	GuestInit string `toml:"guest_init"`
 	Accel     string `toml:"accel"`
-	// GuestHome is where the folder directory appears in the guest (default /home/node).
+	// GuestHome is where the folder's home (<data>/homes/<name>) appears in the guest (default /home/node).
 	GuestHome   string          `toml:"guest_home"`
 	TurnTimeout config.Duration `toml:"turn_timeout"`
 	// MaxDelegationDepth bounds delegate/escalate chains (default 3).

@@ -1,9 +1,16 @@
 // Package folder validates folder names and maps them to directories under the
 // data dir. A folder is a tenant; its name is a '/'-separated path and no name
 // may reach outside <data>/folders, whatever symlinks sit inside the tree.
+//
+// The tree <data>/folders/<name> is host-side only and never shared. What a
+// folder's guest sees is its home, <data>/homes/<escaped name>: homes are flat
+// siblings, so no guest-writable directory is an ancestor of another folder's
+// home and a parent's guest cannot swap a child's home for a symlink.
 package folder
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -137,10 +144,22 @@ func Path(dataDir, name string) (string, error) {
 	return p, nil
 }
 
-// Ensure resolves name like Path and creates the directory (mode 0750). It
-// creates one component at a time and re-checks each with Lstat, so a symlink
-// raced into place between checks is still refused.
+// Ensure resolves name like Path and creates the directory (mode 0750), and
+// the folder's home with EnsureHome. It creates one component at a time and
+// re-checks each with Lstat, so a symlink raced into place between checks is
+// still refused.
 func Ensure(dataDir, name string) (string, error) {
+	p, err := ensureTree(dataDir, name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := EnsureHome(dataDir, name); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+func ensureTree(dataDir, name string) (string, error) {
 	p, err := Path(dataDir, name)
 	if err != nil {
 		return "", err
@@ -164,6 +183,81 @@ func Ensure(dataDir, name string) (string, error) {
 		}
 		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
 			return "", fmt.Errorf("folder %q: %s is not a plain directory: %w", name, cur, ErrEscape)
+		}
+	}
+	return p, nil
+}
+
+// HomesRoot is the directory holding every folder's home: <data>/homes.
+func HomesRoot(dataDir string) string { return filepath.Join(dataDir, "homes") }
+
+// maxHomeName keeps an escaped home name well under NAME_MAX (255).
+const maxHomeName = 200
+
+// HomeName is the single path element naming a folder's home: '/' becomes
+// "%2F" ("corp/eng" gives "corp%2Feng"). '%' and '~' never occur in a valid
+// name, so the escape is injective; a name too long for one element becomes
+// a readable prefix, '~' and a SHA-256 of the whole name.
+func HomeName(name string) string {
+	esc := strings.ReplaceAll(name, "/", "%2F")
+	if len(esc) <= maxHomeName {
+		return esc
+	}
+	sum := sha256.Sum256([]byte(name))
+	return esc[:maxHomeName-65] + "~" + hex.EncodeToString(sum[:])
+}
+
+// Home resolves name to its home, <data>/homes/<HomeName(name)>, the
+// directory its guest gets read-write, without creating it. The homes root
+// and the home itself must not be symlinks.
+func Home(dataDir, name string) (string, error) {
+	if err := Validate(name); err != nil {
+		return "", err
+	}
+	root, err := filepath.Abs(HomesRoot(dataDir))
+	if err != nil {
+		return "", fmt.Errorf("folder %q: data dir: %w", name, err)
+	}
+	p := filepath.Join(root, HomeName(name))
+	if filepath.Dir(p) != root {
+		return "", fmt.Errorf("folder %q: %w", name, ErrEscape)
+	}
+	for _, c := range []string{root, p} {
+		fi, err := os.Lstat(c)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("folder %q: %w", name, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+			return "", fmt.Errorf("folder %q: %s is not a plain directory: %w", name, c, ErrEscape)
+		}
+	}
+	return p, nil
+}
+
+// EnsureHome resolves name like Home and creates the homes root and the home
+// (mode 0750), re-checking both with Lstat after creating them.
+func EnsureHome(dataDir, name string) (string, error) {
+	p, err := Home(dataDir, name)
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Dir(p)
+	if err := os.MkdirAll(filepath.Dir(root), 0o750); err != nil {
+		return "", fmt.Errorf("folder %q: %w", name, err)
+	}
+	for _, c := range []string{root, p} {
+		if err := os.Mkdir(c, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("folder %q: %w", name, err)
+		}
+		fi, err := os.Lstat(c)
+		if err != nil {
+			return "", fmt.Errorf("folder %q: %w", name, err)
+		}
+		if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+			return "", fmt.Errorf("folder %q: %s is not a plain directory: %w", name, c, ErrEscape)
 		}
 	}
 	return p, nil

@@ -109,3 +109,105 @@ func TestRootSymlinkRefused(t *testing.T) {
 		t.Fatalf("Ensure: %v", err)
 	}
 }
+
+func TestHomeName(t *testing.T) {
+	long := strings.Repeat(strings.Repeat("a", MaxSegment)+"/", MaxDepth-1) + "b"
+	if err := Validate(long); err != nil {
+		t.Fatal(err)
+	}
+	// '%' and '~' are not legal in names, which keeps the escape injective.
+	for _, n := range []string{"a%2Fb", "a~b"} {
+		if Validate(n) == nil {
+			t.Fatalf("Validate(%q) accepted an escape character", n)
+		}
+	}
+	names := []string{"a", "a/b", "a/b/c", "a.b", "a_2Fb", "corp/eng", "corp/eng/sre", "a_b/c", long, long[:len(long)-1] + "c"}
+	seen := map[string]string{}
+	for _, n := range names {
+		h := HomeName(n)
+		if strings.ContainsRune(h, '/') || h == "." || h == ".." || h == "" || len(h) > 255 {
+			t.Errorf("HomeName(%q) = %q is not one path element", n, h)
+		}
+		if prev, ok := seen[h]; ok {
+			t.Errorf("HomeName(%q) = HomeName(%q) = %q", n, prev, h)
+		}
+		seen[h] = n
+	}
+	if got := HomeName("corp/eng"); got != "corp%2Feng" {
+		t.Errorf("HomeName(corp/eng) = %q", got)
+	}
+	if got := HomeName(long); !strings.HasPrefix(got, "aaaa") || !strings.Contains(got, "~") {
+		t.Errorf("long HomeName = %q, want a readable prefix and a hash", got)
+	}
+}
+
+// Homes are flat siblings under <data>/homes: no folder's home is an ancestor
+// of another's, whatever the nesting of the names.
+func TestHomesDoNotNest(t *testing.T) {
+	data := t.TempDir()
+	names := []string{"a", "a/b", "a/b/c", "corp", "corp/eng"}
+	homes := map[string]string{}
+	for _, n := range names {
+		h, err := Ensure(data, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h == "" {
+			t.Fatal("empty path")
+		}
+		home, err := Home(data, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(home) != filepath.Join(data, "homes") {
+			t.Fatalf("Home(%q) = %s, not directly under <data>/homes", n, home)
+		}
+		if fi, err := os.Lstat(home); err != nil || !fi.IsDir() {
+			t.Fatalf("Ensure(%q) did not create the home: %v", n, err)
+		}
+		homes[n] = home
+	}
+	for n, h := range homes {
+		for m, g := range homes {
+			if n != m && (g == h || strings.HasPrefix(g, h+"/")) {
+				t.Errorf("home of %q (%s) contains home of %q (%s)", n, h, m, g)
+			}
+		}
+	}
+	// The tree under <data>/folders is host-side metadata: no home lies in it.
+	for n, h := range homes {
+		if strings.HasPrefix(h, Root(data)+"/") {
+			t.Errorf("home of %q lies in the folder tree: %s", n, h)
+		}
+	}
+}
+
+func TestHomeSymlinkRefused(t *testing.T) {
+	data := t.TempDir()
+	outside := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "homes"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(data, "homes", "a%2Fb")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Home(data, "a/b"); !errors.Is(err, ErrEscape) {
+		t.Errorf("Home through a symlinked home: %v", err)
+	}
+	if _, err := EnsureHome(data, "a/b"); !errors.Is(err, ErrEscape) {
+		t.Errorf("EnsureHome through a symlinked home: %v", err)
+	}
+	data2 := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(data2, "homes")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureHome(data2, "a"); !errors.Is(err, ErrEscape) {
+		t.Errorf("EnsureHome through a symlinked homes root: %v", err)
+	}
+	if e, _ := os.ReadDir(outside); len(e) != 0 {
+		t.Fatalf("created outside: %v", e)
+	}
+	if _, err := Home(data, "../x"); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("Home(../x) = %v", err)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -118,10 +121,10 @@ func NewSessionID() string {
 	return hex.EncodeToString(b)
 }
 
-// SessionDir is where an agent keeps a session's state inside its folder
-// (the guest sees it under $HOME/.arizuko/sessions/<id>).
+// SessionDir is where an agent keeps a session's state inside its folder's
+// home (the guest sees it under $HOME/.arizuko/sessions/<id>).
 func SessionDir(dataDir, f, id string) (string, error) {
-	p, err := folder.Path(dataDir, f)
+	p, err := folder.Home(dataDir, f)
 	if err != nil {
 		return "", err
 	}
@@ -129,34 +132,45 @@ func SessionDir(dataDir, f, id string) (string, error) {
 }
 
 // copySessionState copies regular files of the parent session's directory;
-// symlinks and special files written by the guest are skipped, never followed.
+// symlinks and special files written by the guest are skipped. Every access
+// goes through an os.Root on the folder's home, so a symlink the guest plants
+// on the way (.arizuko, sessions, the session directory) cannot lead the
+// host's reads or writes out of the home.
 func copySessionState(dataDir, f, from, to string) error {
-	src, err := SessionDir(dataDir, f, from)
+	home, err := folder.Home(dataDir, f)
 	if err != nil {
 		return err
 	}
-	dst, err := SessionDir(dataDir, f, to)
+	r, err := os.OpenRoot(home)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no home yet, so no state
+	}
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Lstat(src); err != nil || !fi.IsDir() {
+	defer r.Close()
+	src := path.Join(".arizuko", "sessions", from)
+	dst := path.Join(".arizuko", "sessions", to)
+	if !fs.ValidPath(src) || !fs.ValidPath(dst) {
+		return fmt.Errorf("session ids %q, %q: %w", from, to, ErrInvalid)
+	}
+	if fi, err := r.Lstat(src); err != nil || !fi.IsDir() {
 		return nil // no state yet
 	}
-	return filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+	return fs.WalkDir(r.FS(), src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
+		target := path.Join(dst, strings.TrimPrefix(p, src))
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(target, 0o750)
+			return r.MkdirAll(target, 0o750)
 		case d.Type().IsRegular():
-			b, err := os.ReadFile(p)
+			b, err := r.ReadFile(p)
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(target, b, 0o640)
+			return r.WriteFile(target, b, 0o640)
 		}
 		return nil
 	})

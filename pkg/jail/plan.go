@@ -65,7 +65,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 
 	// Shares are checked against the invoking user's home: that is whose secrets they hold.
 	if s.Workdir != "" {
-		host, err := checkHostShare(s.Workdir, inv.Home, s.Force)
+		host, err := checkHostShare(s.Workdir, inv.Home, shareCheck{force: s.Force, noSymlinks: s.WorkdirNoSymlinks})
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +76,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		p.userShare = append(p.userShare, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
 	}
 	for _, v := range s.Volumes {
-		host, err := checkHostShare(v.Host, inv.Home, s.Force)
+		host, err := checkHostShare(v.Host, inv.Home, shareCheck{force: s.Force, noSymlinks: v.NoSymlinks})
 		if err != nil {
 			return nil, err
 		}

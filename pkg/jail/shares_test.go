@@ -46,7 +46,7 @@ func TestCheckHostShare(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := checkHostShare(c.path, home, c.force)
+			_, err := checkHostShare(c.path, home, shareCheck{force: c.force})
 			if (err == nil) != c.ok {
 				t.Fatalf("checkHostShare(%s) err = %v, want ok=%v", c.path, err, c.ok)
 			}
@@ -114,5 +114,58 @@ func TestHostMasks(t *testing.T) {
 	want := "/etc/shadow /etc/ssh/ssh_host_ed25519_key /etc/ssl/private"
 	if got != want {
 		t.Fatalf("hostMasks = %q, want %q (public key and passwd stay visible)", got, want)
+	}
+}
+
+// A share that must not pass through a symlink is refused whether the link is
+// the last component or any directory above it; the same paths pass without
+// the flag, and the refusal reaches makePlan through Volume and Workdir.
+func TestCheckHostShareNoSymlinks(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "real", "home")
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(base, "leaf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "real"), filepath.Join(base, "mid")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		path string
+		ok   bool
+	}{
+		{"real directory", target, true},
+		{"real directory, unclean", target + "/./", true},
+		{"symlink as the last component", filepath.Join(base, "leaf"), false},
+		{"symlink above", filepath.Join(base, "mid", "home"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := checkHostShare(c.path, "", shareCheck{noSymlinks: true})
+			if (err == nil) != c.ok {
+				t.Fatalf("checkHostShare(%s) = %q, %v; want ok=%v", c.path, got, err, c.ok)
+			}
+			if err != nil && (!errors.Is(err, ErrShareSymlink) || !errors.Is(err, ErrBadSpec) || !strings.Contains(err.Error(), target)) {
+				t.Fatalf("error %v: want ErrShareSymlink and ErrBadSpec naming %s", err, target)
+			}
+			if got, err := checkHostShare(c.path, "", shareCheck{}); err != nil || got != target {
+				t.Fatalf("without the flag: %q, %v; want %s", got, err, target)
+			}
+		})
+	}
+	link := filepath.Join(base, "leaf")
+	for name, s := range map[string]Spec{
+		"volume":  {Argv: []string{"x"}, Volumes: []Volume{{Host: link, Guest: "/d", NoSymlinks: true}}},
+		"workdir": {Argv: []string{"x"}, Workdir: link, WorkdirNoSymlinks: true},
+	} {
+		if _, err := makePlan(s, FS9P); !errors.Is(err, ErrShareSymlink) {
+			t.Errorf("%s: makePlan = %v, want ErrShareSymlink", name, err)
+		}
+	}
+	if _, err := makePlan(Spec{Argv: []string{"x"}, Volumes: []Volume{{Host: target, Guest: "/d", NoSymlinks: true}}}, FS9P); err != nil {
+		t.Errorf("real directory volume: %v", err)
 	}
 }

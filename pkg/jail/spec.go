@@ -71,6 +71,10 @@ type Volume struct {
 	Host     string
 	Guest    string
 	ReadOnly bool
+	// NoSymlinks refuses the volume when any component of Host is a symlink,
+	// for callers whose host path lies under directories someone else
+	// (another guest) can write.
+	NoSymlinks bool
 }
 
 // User is the identity the command runs as in the guest.
@@ -91,7 +95,10 @@ type Spec struct {
 	// Workdir is a host directory shared at the same absolute path; "" shares nothing.
 	Workdir   string
 	WorkdirRO bool
-	Volumes   []Volume
+	// WorkdirNoSymlinks refuses Workdir when any component of it is a symlink,
+	// like Volume.NoSymlinks.
+	WorkdirNoSymlinks bool
+	Volumes           []Volume
 	// Force allows sharing the home directory and credential directories (~/.ssh, ...).
 	Force bool
 

@@ -153,7 +153,7 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	if _, _, err := e.st.PutMessage(ctx, store.Message{ChatJID: "test:b", Text: "chatter in b", Folder: "b", How: "observe"}); err != nil {
 		t.Fatal(err)
 	}
-	bDir := filepath.Join(e.data, "folders", "b")
+	bDir := filepath.Join(e.data, "homes", "b")
 	if err := os.WriteFile(filepath.Join(bDir, "private.txt"), []byte("b only"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	if !strings.Contains(ts[0].Egress, "blocked.invalid") {
 		t.Errorf("egress summary %q does not name the blocked host", ts[0].Egress)
 	}
-	b, err := os.ReadFile(filepath.Join(e.data, "folders", "a", "probe.txt"))
+	b, err := os.ReadFile(filepath.Join(e.data, "homes", "a", "probe.txt"))
 	if err != nil || strings.TrimSpace(string(b)) != "a" {
 		t.Fatalf("probe.txt in a's folder: %q %v", b, err)
 	}

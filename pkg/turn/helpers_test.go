@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -29,7 +30,7 @@ func agentScript(t testing.TB) string {
 }
 
 // hostRunner runs the agent as a plain host process: the unit-test stand-in
-// for a guest. It maps the guest home in argv to the folder directory and
+// for a guest. It maps the guest home in argv to the folder's host home and
 // points the agent at the host path of the folder's socket.
 type hostRunner struct{}
 
@@ -110,7 +111,7 @@ func copyAgent(t testing.TB, data, f string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(data, "folders", filepath.FromSlash(f), "agent.py"), b, 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "homes", folder.HomeName(f), "agent.py"), b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,10 +148,11 @@ func (e *env) post(t testing.TB, chat, text string) store.Message {
 	return in.Message
 }
 
-// waitTurns waits until n turns of folder have ended.
+// waitTurns waits until n turns of folder have ended; the bound leaves room
+// for two guests booted one after the other under TCG on a loaded host.
 func (e *env) waitTurns(t testing.TB, folder string, n int) []store.Turn {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ts, err := e.st.ListTurns(context.Background(), folder, 100)
 		if err != nil {

@@ -190,7 +190,9 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	if err != nil {
 		return Result{}, nil, err
 	}
-	home, err := folder.Ensure(q.o.DataDir, t.Folder)
+	// The guest gets the folder's flat home, never a directory of the folder
+	// tree, so no other folder's home lies inside what this guest can write.
+	home, err := folder.EnsureHome(q.o.DataDir, t.Folder)
 	if err != nil {
 		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
 	}

@@ -30,7 +30,7 @@ type Job struct {
 	Argv      []string
 	Env       []string // KEY=VALUE, already filtered by grants
 	Prompt    string   // the agent's stdin
-	HostHome  string   // the folder directory on the host
+	HostHome  string   // the folder's home on the host, folder.EnsureHome
 	GuestHome string   // where the guest sees it, and HOME
 	Allow     []string // effective allowlist
 	// Socket is the folder's bound MCP socket on the host; MCPConn bridges a
@@ -105,9 +105,11 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		stdout = io.Discard
 	}
 	spec := jail.Spec{
-		Argv:      j.Argv,
-		Env:       j.Env,
-		Volumes:   []jail.Volume{{Host: j.HostHome, Guest: j.GuestHome}},
+		Argv: j.Argv,
+		Env:  j.Env,
+		// The home must be the real directory: a symlink on its path would
+		// share whatever it points at, read-write.
+		Volumes:   []jail.Volume{{Host: j.HostHome, Guest: j.GuestHome, NoSymlinks: true}},
 		User:      &jail.User{UID: uid, GID: gid, Home: j.GuestHome},
 		Dir:       j.GuestHome,
 		Hostname:  "arizuko",

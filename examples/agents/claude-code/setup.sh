@@ -13,10 +13,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 arizuko folder add "$folder" \
   --agent "claude -p --mcp-config /home/node/.arizuko/mcp.json --allowedTools mcp__gated --output-format text"
 
-# The folder directory is the guest's home: put the MCP config, the stdio
-# bridge and the instructions there.
+# The folder's home (<data>/homes/<name>, each '/' written %2F) is the
+# guest's home: put the MCP config, the stdio bridge and the instructions there.
 data=${ARIZUKO_DATA:-/var/lib/arizuko}
-home="$data/folders/$folder"
+home="$data/homes/$(printf '%s' "$folder" | sed 's,/,%2F,g')"
 mkdir -p "$home/.arizuko"
 cp "$here/mcp.json" "$here/stdio-bridge.py" "$home/.arizuko/"
 cp "$here/CLAUDE.md" "$home/CLAUDE.md"
