@@ -5,7 +5,7 @@
 # so a machine builds it once. Prints the path of vmlinux on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crackbox}
+cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/crackbox}
 tarball=/usr/src/linux-source-6.1.tar.xz
 if [ ! -f "$tarball" ]; then
   echo "kernel: $tarball missing; install it with: apt-get install linux-source-6.1" >&2

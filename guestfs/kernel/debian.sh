@@ -11,7 +11,7 @@ set -eu
 # modules.dep. Missing ones (e.g. vsock parts on another kernel version) are skipped.
 WANT="virtio_ring virtio virtio_mmio virtio_pci virtio_console failover net_failover virtio_net fuse virtiofs overlay vsock vmw_vsock_virtio_transport_common vmw_vsock_virtio_transport"
 
-cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/crackbox}
+cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/crackbox}
 
 resolve() { apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
 pkg=$(resolve)
