@@ -25,7 +25,7 @@ func (s *Store) InsertGrant(ctx context.Context, g acl.Grant) (acl.Grant, error)
 
 const grantCols = `id, principal, action, scope, effect, params, granted_by, grant_option`
 
-func scanGrant(sc interface{ Scan(...any) error }) (acl.Grant, error) {
+func scanGrant(sc scanner) (acl.Grant, error) {
 	var g acl.Grant
 	var eff string
 	err := sc.Scan(&g.ID, &g.Principal, &g.Action, &g.Scope, &eff, &g.Params, &g.GrantedBy, &g.GrantOption)
@@ -48,20 +48,7 @@ func (s *Store) ListGrants(ctx context.Context, principal string) ([]acl.Grant, 
 	if principal != "" {
 		q, args = `SELECT `+grantCols+` FROM acl WHERE principal = ? ORDER BY id`, []any{principal}
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []acl.Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanGrant, q, args...)
 }
 
 // DeleteGrant removes an acl row.

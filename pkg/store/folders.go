@@ -62,7 +62,7 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 
 const folderCols = `path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at`
 
-func scanFolder(sc interface{ Scan(...any) error }) (Folder, error) {
+func scanFolder(sc scanner) (Folder, error) {
 	var f Folder
 	var cmd string
 	if err := sc.Scan(&f.Path, &f.DisplayName, &cmd, &f.GuestMemoryMiB, &f.GuestCPUs, &f.CreatedAt); err != nil {
@@ -85,20 +85,7 @@ func (s *Store) GetFolder(ctx context.Context, path string) (Folder, error) {
 
 // ListFolders returns every folder ordered by path.
 func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+folderCols+` FROM folders ORDER BY path`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Folder
-	for rows.Next() {
-		f, err := scanFolder(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanFolder, `SELECT `+folderCols+` FROM folders ORDER BY path`)
 }
 
 // DeleteFolder removes a folder that has no children, with its grants,

@@ -71,7 +71,7 @@ func (s *Store) PutMessage(ctx context.Context, m Message) (Message, bool, error
 
 const msgCols = `id, chat_jid, platform, room, sender, text, reply_to, verb, platform_id, folder, topic, how, direction, status, created_at`
 
-func scanMessage(sc interface{ Scan(...any) error }) (Message, error) {
+func scanMessage(sc scanner) (Message, error) {
 	var m Message
 	err := sc.Scan(&m.ID, &m.ChatJID, &m.Platform, &m.Room, &m.Sender, &m.Text, &m.ReplyTo, &m.Verb, &m.PlatformID,
 		&m.Folder, &m.Topic, &m.How, &m.Direction, &m.Status, &m.CreatedAt)
@@ -83,20 +83,7 @@ func (s *Store) ListMessages(ctx context.Context, chat string, after int64, limi
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND id > ? ORDER BY id LIMIT ?`, chat, after, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanMessage, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND id > ? ORDER BY id LIMIT ?`, chat, after, limit)
 }
 
 // CountMessages returns the number of stored messages (all chats).

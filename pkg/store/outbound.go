@@ -26,7 +26,7 @@ type Outbound struct {
 
 const outCols = `id, chat_jid, platform, folder, topic, text, reply_to, turn_id, status, attempts, next_attempt_at, created_at`
 
-func scanOutbound(sc interface{ Scan(...any) error }) (Outbound, error) {
+func scanOutbound(sc scanner) (Outbound, error) {
 	var o Outbound
 	err := sc.Scan(&o.ID, &o.ChatJID, &o.Platform, &o.Folder, &o.Topic, &o.Text, &o.ReplyTo, &o.TurnID, &o.Status,
 		&o.Attempts, &o.NextAttemptAt, &o.CreatedAt)
@@ -96,20 +96,7 @@ func (s *Store) TurnOutbound(ctx context.Context, turnID int64) ([]Outbound, err
 }
 
 func (s *Store) queryOutbound(ctx context.Context, q string, args ...any) ([]Outbound, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Outbound
-	for rows.Next() {
-		o, err := scanOutbound(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanOutbound, q, args...)
 }
 
 // MarkSent records that the adapter accepted the message.
@@ -162,18 +149,5 @@ func (s *Store) PutInternal(ctx context.Context, in Internal) (int64, error) {
 // RecentFolderMessages returns up to limit of the newest messages (both
 // directions, observe rows included) stored for folder, oldest first.
 func (s *Store) RecentFolderMessages(ctx context.Context, folder string, limit int) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT * FROM (SELECT `+msgCols+` FROM messages WHERE folder = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, folder, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanMessage, `SELECT * FROM (SELECT `+msgCols+` FROM messages WHERE folder = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, folder, limit)
 }

@@ -38,7 +38,7 @@ type Turn struct {
 const turnCols = `id, folder, topic, session_id, status, outcome, attempts, first_message, last_message, depth,
 	exit_code, egress_summary, error, started_at, ended_at, created_at`
 
-func scanTurn(sc interface{ Scan(...any) error }) (Turn, error) {
+func scanTurn(sc scanner) (Turn, error) {
 	var t Turn
 	var exit sql.NullInt64
 	err := sc.Scan(&t.ID, &t.Folder, &t.Topic, &t.SessionID, &t.Status, &t.Outcome, &t.Attempts, &t.FirstMessage,
@@ -57,23 +57,10 @@ func (s *Store) PendingInbound(ctx context.Context, folder, topic string, limit 
 	if limit <= 0 {
 		limit = 200
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+msgCols+` FROM messages
+	return queryAll(ctx, s.db, scanMessage, `SELECT `+msgCols+` FROM messages
 		WHERE folder = ? AND topic = ? AND direction = 'in' AND how != 'observe'
 		AND id > (SELECT COALESCE(MAX(last_message), 0) FROM turns WHERE folder = ? AND topic = ?)
 		ORDER BY id LIMIT ?`, folder, topic, folder, topic, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }
 
 // WorkKey names a (folder, topic) with work waiting.
@@ -159,20 +146,7 @@ func (s *Store) ListTurns(ctx context.Context, folder string, limit int) ([]Turn
 }
 
 func (s *Store) queryTurns(ctx context.Context, q string, args ...any) ([]Turn, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Turn
-	for rows.Next() {
-		t, err := scanTurn(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanTurn, q, args...)
 }
 
 // StartTurn marks a turn running, counts the attempt and records its session.
@@ -228,19 +202,6 @@ func (s *Store) SubmitTurn(ctx context.Context, id int64, outcome string) error 
 
 // TurnMessages returns the inbound messages a turn answers, oldest first.
 func (s *Store) TurnMessages(ctx context.Context, t Turn) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+msgCols+` FROM messages WHERE folder = ? AND topic = ? AND direction = 'in'
+	return queryAll(ctx, s.db, scanMessage, `SELECT `+msgCols+` FROM messages WHERE folder = ? AND topic = ? AND direction = 'in'
 		AND how != 'observe' AND id BETWEEN ? AND ? ORDER BY id`, t.Folder, t.Topic, t.FirstMessage, t.LastMessage)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
 }
