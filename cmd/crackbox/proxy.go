@@ -244,34 +244,15 @@ func (d *daemon) reload() {
 	d.log.Info("config reloaded", "file", cfg.File, "allow", cfg.Proxy.Allow)
 }
 
-// proxyOptions converts the validated config into proxy.Options; Registerer
-// and Logger are set once by the caller.
+// proxyOptions converts the validated config into proxy.Options (the same keys a run's
+// private proxy takes) plus the daemon's decision log; Registerer and Logger are set
+// once by the caller.
 func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
-	p := cfg.Proxy
-	opts := proxy.Options{
-		Resolver:     p.Resolver,
-		Hosts:        map[string][]netip.Addr{},
-		DefaultPorts: p.DefaultPorts,
-		DialTimeout:  p.DialTimeout.Duration,
-		IdleTimeout:  p.IdleTimeout.Duration,
+	opts, err := runProxyOptions(cfg, nil)
+	if err != nil {
+		return opts, err
 	}
-	for _, s := range p.AllowCIDRs {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return opts, fmt.Errorf("proxy.allow_cidrs: %w", err)
-		}
-		opts.AllowCIDRs = append(opts.AllowCIDRs, pfx)
-	}
-	for name, addrs := range p.Hosts {
-		for _, s := range addrs {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return opts, fmt.Errorf("proxy.hosts: %s: %w", name, err)
-			}
-			opts.Hosts[name] = append(opts.Hosts[name], a)
-		}
-	}
-	w, err := d.dlog.Open(p.DecisionLog)
+	w, err := d.dlog.Open(cfg.Proxy.DecisionLog)
 	if err != nil {
 		return opts, fmt.Errorf("proxy.decision_log: %w", err)
 	}

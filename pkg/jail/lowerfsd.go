@@ -2,7 +2,6 @@ package jail
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -68,18 +67,7 @@ func startLowerVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) 
 	if err := qemuPathOK(s.Host); err != nil {
 		return nil, err
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("virtiofsd socket: %w", err)
-	}
-	l.SetUnlinkOnClose(false)
-	defer l.Close()
-	if vmm != nil {
-		if err := os.Chown(sock, int(vmm.UID), int(vmm.GID)); err != nil {
-			return nil, fmt.Errorf("virtiofsd socket: %w", err)
-		}
-	}
-	lf, err := l.File()
+	lf, err := listenVhostSocket(sock, vmm)
 	if err != nil {
 		return nil, err
 	}

@@ -23,18 +23,7 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 	if err := qemuPathOK(s.Host); err != nil {
 		return nil, err
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("virtiofsd socket: %w", err)
-	}
-	l.SetUnlinkOnClose(false)
-	defer l.Close()
-	if vmm != nil {
-		if err := os.Chown(sock, int(vmm.UID), int(vmm.GID)); err != nil {
-			return nil, fmt.Errorf("virtiofsd socket: %w", err)
-		}
-	}
-	lf, err := l.File()
+	lf, err := listenVhostSocket(sock, vmm)
 	if err != nil {
 		return nil, err
 	}
@@ -61,4 +50,21 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 		return nil, fmt.Errorf("start virtiofsd for %s: %w", s.Host, err)
 	}
 	return cmd, nil
+}
+
+// listenVhostSocket creates the vhost-user socket a virtiofsd serves, owned by QEMU's uid
+// before anyone can reach it, and returns the listening fd to hand to the daemon.
+func listenVhostSocket(sock string, vmm *vmmIdentity) (*os.File, error) {
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("virtiofsd socket: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	defer l.Close()
+	if vmm != nil {
+		if err := os.Chown(sock, int(vmm.UID), int(vmm.GID)); err != nil {
+			return nil, fmt.Errorf("virtiofsd socket: %w", err)
+		}
+	}
+	return l.File()
 }
