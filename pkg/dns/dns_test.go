@@ -30,7 +30,7 @@ func upstream(t *testing.T) string {
 		switch q.Name {
 		case "real.test.":
 			if q.Qtype == mdns.TypeA {
-				m.Answer = append(m.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60}, A: net.ParseIP("203.0.113.20")})
+				m.Answer = append(m.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60}, A: net.ParseIP("93.184.215.20")})
 			}
 		default:
 			m.Rcode = mdns.RcodeNameError
@@ -58,13 +58,13 @@ func responder(t *testing.T, ipv6 bool, rec *recorder) *Server {
 	p, err := proxy.New(proxy.Options{
 		Resolver: upstream(t),
 		Hosts: map[string][]netip.Addr{
-			"good.test":       {netip.MustParseAddr("203.0.113.10"), netip.MustParseAddr("2001:4860::10")},
-			"sub.wild.test":   {netip.MustParseAddr("203.0.113.11")},
-			"ported.test":     {netip.MustParseAddr("203.0.113.12")},
+			"good.test":       {netip.MustParseAddr("93.184.215.10"), netip.MustParseAddr("2001:4860::10")},
+			"sub.wild.test":   {netip.MustParseAddr("93.184.215.11")},
+			"ported.test":     {netip.MustParseAddr("93.184.215.12")},
 			"inside.test":     {netip.MustParseAddr("10.0.0.5")},
 			"metadata.test":   {netip.MustParseAddr("169.254.169.254")},
-			"mixed.test":      {netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("203.0.113.13")},
-			"unlisted.test":   {netip.MustParseAddr("203.0.113.14")},
+			"mixed.test":      {netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("93.184.215.13")},
+			"unlisted.test":   {netip.MustParseAddr("93.184.215.14")},
 			"loopback6.test":  {netip.MustParseAddr("::1")},
 			"many.good.test":  {},
 			"only6.good.test": {netip.MustParseAddr("2001:4860::11")},
@@ -125,28 +125,28 @@ func TestResponder(t *testing.T) {
 		rcode  int
 		want   []string
 	}{
-		{"allowed A", v4, "good.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.10"}},
-		{"case and trailing dot", v4, "GOOD.Test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.10"}},
+		{"allowed A", v4, "good.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.10"}},
+		{"case and trailing dot", v4, "GOOD.Test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.10"}},
 		{"AAAA with IPv6 off is empty", v4, "good.test.", mdns.TypeAAAA, 0, mdns.RcodeSuccess, nil},
 		{"AAAA with IPv6 on", v6, "good.test.", mdns.TypeAAAA, 0, mdns.RcodeSuccess, []string{"2001:4860::10"}},
 		{"A of a v6-only name is empty", v4, "only6.good.test.", mdns.TypeA, 0, mdns.RcodeSuccess, nil},
-		{"wildcard entry", v4, "sub.wild.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.11"}},
+		{"wildcard entry", v4, "sub.wild.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.11"}},
 		{"wildcard does not cover apex", v4, "wild.test.", mdns.TypeA, 0, mdns.RcodeNameError, nil},
-		{"entry with a port allows the name", v4, "ported.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.12"}},
+		{"entry with a port allows the name", v4, "ported.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.12"}},
 		{"unlisted name", v4, "unlisted.test.", mdns.TypeA, 0, mdns.RcodeNameError, nil},
 		{"unlisted AAAA", v6, "unlisted.test.", mdns.TypeAAAA, 0, mdns.RcodeNameError, nil},
 		{"unlisted TXT (tunnel attempt)", v4, "aGVsbG8.exfil.example.", mdns.TypeTXT, 0, mdns.RcodeNameError, nil},
 		{"private answer refused", v4, "inside.test.", mdns.TypeA, 0, mdns.RcodeRefused, nil},
 		{"metadata answer refused", v4, "metadata.test.", mdns.TypeA, 0, mdns.RcodeRefused, nil},
 		{"loopback v6 answer refused", v6, "loopback6.test.", mdns.TypeAAAA, 0, mdns.RcodeRefused, nil},
-		{"private part of mixed answer dropped", v4, "mixed.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.13"}},
-		{"resolved upstream", v4, "real.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"203.0.113.20"}},
+		{"private part of mixed answer dropped", v4, "mixed.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.13"}},
+		{"resolved upstream", v4, "real.test.", mdns.TypeA, 0, mdns.RcodeSuccess, []string{"93.184.215.20"}},
 		{"allowed but nonexistent upstream", v4, "missing.test.", mdns.TypeA, 0, mdns.RcodeNameError, nil},
 		{"ANY refused", v4, "good.test.", mdns.TypeANY, 0, mdns.RcodeRefused, nil},
 		{"AXFR refused", v4, "good.test.", mdns.TypeAXFR, 0, mdns.RcodeRefused, nil},
 		{"other type for allowed name is empty", v4, "good.test.", mdns.TypeMX, 0, mdns.RcodeSuccess, nil},
 		{"CHAOS class refused", v4, "version.bind.", mdns.TypeTXT, mdns.ClassCHAOS, mdns.RcodeRefused, nil},
-		{"IP literal name", v4, "203.0.113.10.", mdns.TypeA, 0, mdns.RcodeNameError, nil},
+		{"IP literal name", v4, "93.184.215.10.", mdns.TypeA, 0, mdns.RcodeNameError, nil},
 		{"reverse lookup", v4, "10.113.0.203.in-addr.arpa.", mdns.TypePTR, 0, mdns.RcodeNameError, nil},
 	}
 	for _, tc := range tests {

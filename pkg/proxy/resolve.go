@@ -47,28 +47,35 @@ func newResolver(addr string) (*net.Resolver, error) {
 var blockedPrefixes = func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
-		"0.0.0.0/8",      // "this network", unspecified
-		"10.0.0.0/8",     // RFC1918
-		"100.64.0.0/10",  // CGNAT
-		"127.0.0.0/8",    // loopback
-		"169.254.0.0/16", // link-local, 169.254.169.254 metadata
-		"172.16.0.0/12",  // RFC1918
-		"192.0.0.0/24",   // IETF protocol assignments
-		"192.168.0.0/16", // RFC1918
-		"198.18.0.0/15",  // benchmarking
-		"224.0.0.0/4",    // multicast
-		"240.0.0.0/4",    // reserved, 255.255.255.255 broadcast
-		"::/128",         // unspecified
-		"::1/128",        // loopback
-		"fc00::/7",       // ULA
-		"fe80::/10",      // link-local
-		"fec0::/10",      // deprecated site-local
-		"ff00::/8",       // multicast
-		"100::/64",       // discard
-		"2001:db8::/32",  // documentation
-		"64:ff9b:1::/48", // local-use NAT64: translates into the operator's own networks
-		"::/96",          // IPv4-compatible, deprecated; reaches the embedded IPv4 on some stacks
-		"2001::/32",      // Teredo: tunnels to an IPv4 endpoint the guard cannot judge
+		"0.0.0.0/8",       // "this network", unspecified
+		"10.0.0.0/8",      // RFC1918
+		"100.64.0.0/10",   // CGNAT
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local, 169.254.169.254 metadata
+		"172.16.0.0/12",   // RFC1918
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // TEST-NET-1 documentation
+		"192.88.99.0/24",  // deprecated 6to4 relay anycast
+		"192.168.0.0/16",  // RFC1918
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // TEST-NET-2 documentation
+		"203.0.113.0/24",  // TEST-NET-3 documentation
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, 255.255.255.255 broadcast
+		"::/128",          // unspecified
+		"::1/128",         // loopback
+		"fc00::/7",        // ULA
+		"fe80::/10",       // link-local
+		"fec0::/10",       // deprecated site-local
+		"ff00::/8",        // multicast
+		"100::/64",        // discard
+		"2001:db8::/32",   // documentation
+		"3fff::/20",       // documentation (RFC 9637)
+		"2001::/23",       // IETF protocol assignments: Teredo, benchmarking, ORCHID
+		"5f00::/16",       // SRv6 segment identifiers
+		"64:ff9b:1::/48",  // local-use NAT64: translates into the operator's own networks
+		"::/96",           // IPv4-compatible, deprecated; reaches the embedded IPv4 on some stacks
+		"2001::/32",       // Teredo (inside 2001::/23): tunnels to an IPv4 endpoint the guard cannot judge
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}
@@ -83,42 +90,79 @@ var (
 	sixToFour        = netip.MustParsePrefix("2002::/16")
 )
 
-// ifaceCache holds the proxy host's own addresses; interfaces change rarely,
-// so a short TTL keeps the guard cheap without going stale for long.
+// ifaceCache holds the proxy host's own addresses and the subnets they sit
+// on; interfaces change rarely, so a short TTL keeps the guard cheap without
+// going stale for long.
 type ifaceCache struct {
-	mu    sync.Mutex
-	at    time.Time
-	addrs []netip.Addr
+	mu     sync.Mutex
+	at     time.Time
+	loaded bool
+	addrs  []netip.Addr
+	nets   []netip.Prefix
 }
 
 // has reports whether a is an address of the proxy host. A miss refreshes a
 // cache older than a second, so an interface added moments ago (a new
 // guest's tap gateway) is seen before that guest can aim at it.
 func (c *ifaceCache) has(a netip.Addr) bool {
-	if slices.Contains(c.get(10*time.Second), a) {
+	if addrs, _ := c.get(10 * time.Second); slices.Contains(addrs, a) {
 		return true
 	}
-	return slices.Contains(c.get(time.Second), a)
+	addrs, _ := c.get(time.Second)
+	return slices.Contains(addrs, a)
 }
 
-func (c *ifaceCache) get(ttl time.Duration) []netip.Addr {
+// onLink returns the directly connected subnet of the proxy host that holds
+// a (the host's LAN, a VPN, a bridge), refreshed like has.
+func (c *ifaceCache) onLink(a netip.Addr) (netip.Prefix, bool) {
+	find := func(nets []netip.Prefix) (netip.Prefix, bool) {
+		for _, p := range nets {
+			if p.Contains(a) {
+				return p, true
+			}
+		}
+		return netip.Prefix{}, false
+	}
+	if _, nets := c.get(10 * time.Second); nets != nil {
+		if p, ok := find(nets); ok {
+			return p, true
+		}
+	}
+	_, nets := c.get(time.Second)
+	return find(nets)
+}
+
+func (c *ifaceCache) get(ttl time.Duration) ([]netip.Addr, []netip.Prefix) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if time.Since(c.at) < ttl && c.addrs != nil {
-		return c.addrs
+	if c.loaded && time.Since(c.at) < ttl {
+		return c.addrs, c.nets
 	}
 	var addrs []netip.Addr
+	var nets []netip.Prefix
 	if ias, err := net.InterfaceAddrs(); err == nil {
 		for _, ia := range ias {
-			if n, ok := ia.(*net.IPNet); ok {
-				if a, ok := netip.AddrFromSlice(n.IP); ok {
-					addrs = append(addrs, a.Unmap())
-				}
+			n, ok := ia.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			a, ok := netip.AddrFromSlice(n.IP)
+			if !ok {
+				continue
+			}
+			a = a.Unmap()
+			addrs = append(addrs, a)
+			ones, _ := n.Mask.Size()
+			if a.Is4() && len(n.Mask) == net.IPv6len {
+				ones -= 96
+			}
+			if pfx, err := a.Prefix(ones); err == nil {
+				nets = append(nets, pfx)
 			}
 		}
 	}
-	c.addrs, c.at = addrs, time.Now()
-	return addrs
+	c.addrs, c.nets, c.at, c.loaded = addrs, nets, time.Now(), true
+	return addrs, nets
 }
 
 // allowedCIDR reports whether an operator range covers a.
@@ -164,7 +208,8 @@ func loopbackBits(a netip.Addr) int {
 // guard returns nil if a may be dialed. An address of the proxy host (an
 // interface address, any loopback or the unspecified address) passes only
 // under ownAddrAllowed; any other address passes when an AllowCIDRs entry
-// covers it or it is outside every blocked range.
+// covers it, or when it is outside every blocked range and every subnet the
+// proxy host is directly connected to (its LAN is as private as RFC 1918).
 func (p *Proxy) guard(cfg *config, a netip.Addr) error {
 	a = a.WithZone("").Unmap()
 	if !a.IsValid() {
@@ -188,6 +233,9 @@ func (p *Proxy) guard(cfg *config, a netip.Addr) error {
 	}
 	if blockedAddr(a) {
 		return fmt.Errorf("%w: %s is in a private or special-purpose range", ErrPrivateAddress, a)
+	}
+	if pfx, ok := p.ifaces.onLink(a); ok {
+		return fmt.Errorf("%w: %s is on %s, a subnet directly connected to the proxy host", ErrPrivateAddress, a, pfx)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestResolveIgnoresSearchDomains(t *testing.T) {
 	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.1\nsearch corp.internal\noptions ndots:1 timeout:1 attempts:1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n203.0.113.50 hostsfile.test\n"), 0o644); err != nil {
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n93.184.215.50 hostsfile.test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
@@ -49,7 +49,7 @@ func TestResolveIgnoresSearchDomains(t *testing.T) {
 }
 
 func searchChild(t *testing.T) {
-	pub := netip.MustParseAddr("203.0.113.9")
+	pub := netip.MustParseAddr("93.184.215.9")
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func searchChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := sys.Resolve(ctx, "hostsfile.test"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("203.0.113.50") {
+	if got, err := sys.Resolve(ctx, "hostsfile.test"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("93.184.215.50") {
 		t.Errorf("hostsfile.test via /etc/hosts: %v %v", got, err)
 	}
 }

@@ -26,6 +26,10 @@ func TestBlockedAddr(t *testing.T) {
 		{"2606:4700::1111", false}, {"64:ff9b::808:808", false},
 		{"64:ff9b:1::808:808", true}, {"64:ff9b:1:ffff::a00:1", true}, {"::a00:1", true}, {"::808:808", true},
 		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, {"2001:4860::8888", false},
+		{"192.0.2.10", true}, {"198.51.100.7", true}, {"203.0.113.200", true}, {"198.18.0.1", true},
+		{"198.19.255.254", true}, {"240.0.0.1", true}, {"192.88.99.1", true}, {"198.20.0.1", false},
+		{"203.0.114.1", false}, {"3fff::1", true}, {"2001:2::1", true}, {"2001:20::1", true}, {"5f00::1", true},
+		{"2001:200::1", false},
 	}
 	for _, tc := range cases {
 		a := netip.MustParseAddr(tc.ip)
@@ -48,7 +52,8 @@ func TestGuardOwnInterfaceAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range p.ifaces.get(time.Second) {
+	addrs, _ := p.ifaces.get(time.Second)
+	for _, a := range addrs {
 		if err := p.guard(p.cfg.Load(), a); !errors.Is(err, ErrPrivateAddress) {
 			t.Errorf("own interface address %s passed the guard", a)
 		}
@@ -113,9 +118,10 @@ func TestGuard(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Pin the host's addresses: the real ones plus two stand-ins.
-			own := append(p.ifaces.get(time.Second), netip.MustParseAddr("10.213.0.1"), netip.MustParseAddr("192.168.1.5"))
+			addrs, nets := p.ifaces.get(time.Second)
+			own := append(addrs, netip.MustParseAddr("10.213.0.1"), netip.MustParseAddr("192.168.1.5"))
 			p.ifaces.mu.Lock()
-			p.ifaces.addrs, p.ifaces.at = own, time.Now().Add(time.Hour)
+			p.ifaces.addrs, p.ifaces.nets, p.ifaces.at = own, nets, time.Now().Add(time.Hour)
 			p.ifaces.mu.Unlock()
 			err = p.guard(p.cfg.Load(), netip.MustParseAddr(tc.addr))
 			if tc.ok && err != nil {
@@ -129,9 +135,9 @@ func TestGuard(t *testing.T) {
 }
 
 func TestResolve(t *testing.T) {
-	pub := netip.MustParseAddr("203.0.113.7")
+	pub := netip.MustParseAddr("93.184.215.7")
 	hosts := map[string][]netip.Addr{
-		"Mixed.Example.":   {netip.MustParseAddr("10.0.0.1"), pub, netip.MustParseAddr("::ffff:203.0.113.7")},
+		"Mixed.Example.":   {netip.MustParseAddr("10.0.0.1"), pub, netip.MustParseAddr("::ffff:93.184.215.7")},
 		"private.example":  {netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("169.254.169.254")},
 		"loop.example":     {netip.MustParseAddr("127.0.0.1")},
 		"metadata.example": {netip.MustParseAddr("169.254.169.254")},
@@ -180,7 +186,7 @@ func TestResolveDNSServer(t *testing.T) {
 		if q.Qtype == dns.TypeA {
 			switch q.Name {
 			case "public.test.":
-				rr, _ := dns.NewRR("public.test. 60 IN A 203.0.113.9")
+				rr, _ := dns.NewRR("public.test. 60 IN A 93.184.215.9")
 				m.Answer = append(m.Answer, rr)
 			case "rebind.test.":
 				rr, _ := dns.NewRR("rebind.test. 60 IN A 192.168.0.10")
@@ -198,7 +204,7 @@ func TestResolveDNSServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := p.Resolve(context.Background(), "public.test")
-	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("203.0.113.9") {
+	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("93.184.215.9") {
 		t.Fatalf("public.test: %v %v", got, err)
 	}
 	if _, err := p.Resolve(context.Background(), "rebind.test"); !errors.Is(err, ErrPrivateAddress) {
