@@ -16,7 +16,10 @@ import (
 const (
 	recordHeaderLen = 5
 	maxRecordLen    = 1 << 14
-	maxHelloLen     = 64 << 10
+	maxHelloLen     = MaxHeaderBytes
+	// maxHelloRaw bounds the bytes read for one ClientHello, record headers
+	// included, however finely a client fragments it.
+	maxHelloRaw     = maxHelloLen + 4 + 1024
 	recordHandshake = 22
 	typeClientHello = 1
 	extServerName   = 0
@@ -49,6 +52,9 @@ func readClientHello(r io.Reader) (raw []byte, sni string, err error) {
 		n := int(binary.BigEndian.Uint16(hdr[3:5]))
 		if n == 0 || n > maxRecordLen {
 			return raw, "", fmt.Errorf("%w: record length %d", ErrBadHello, n)
+		}
+		if len(raw)+n > maxHelloRaw {
+			return raw, "", fmt.Errorf("%w: ClientHello records exceed %d bytes", ErrBadHello, maxHelloRaw)
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)

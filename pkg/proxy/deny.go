@@ -15,6 +15,9 @@ func denyText(host string, port int, reason, detail string) string {
 	if port != 0 {
 		target = host + ":" + strconv.Itoa(port)
 	}
+	if target == "" {
+		target = "this connection"
+	}
 	switch reason {
 	case ReasonUpstreamError, ReasonUpstreamTimeout:
 		fmt.Fprintf(&b, "crackbox egress proxy: %s is allowed by the sandbox policy, but the upstream could not be reached (%s).\n", target, reason)
@@ -26,6 +29,9 @@ func denyText(host string, port int, reason, detail string) string {
 	case ReasonBadRequest:
 		fmt.Fprintf(&b, "crackbox egress proxy: bad request: %s\n", detail)
 		b.WriteString("Send absolute-form HTTP requests (GET http://host/path) or CONNECT host:port.\n")
+		return b.String()
+	case ReasonTooManyConns:
+		fmt.Fprintf(&b, "crackbox egress proxy: connection refused: %s\n", detail)
 		return b.String()
 	}
 	fmt.Fprintf(&b, "crackbox egress proxy: the sandbox egress policy blocked %s.\n", target)
@@ -55,14 +61,23 @@ func statusFor(reason string) int {
 		return http.StatusGatewayTimeout
 	case ReasonBadRequest:
 		return http.StatusBadRequest
+	case ReasonTooManyConns:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusForbidden
 }
 
 // refusal returns a complete refusal response that closes the connection.
 func refusal(host string, port int, reason, detail string) string {
+	return refusalStatus(0, host, port, reason, detail)
+}
+
+// refusalStatus is refusal with an explicit status; 0 picks the reason's.
+func refusalStatus(status int, host string, port int, reason, detail string) string {
 	body := denyText(host, port, reason, detail)
-	status := statusFor(reason)
+	if status == 0 {
+		status = statusFor(reason)
+	}
 	return fmt.Sprintf("HTTP/1.1 %d %s\r\n%s: %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), ErrorHeader, reason, len(body), body)
 }

@@ -19,7 +19,10 @@ import (
 // at the connection's source address, looked up again per request. It
 // returns nil after Shutdown or when ln is closed.
 func (p *Proxy) ServeForward(ln net.Listener) error {
-	return p.serve(ln, func(cc *clientConn) {
+	return p.serve(ln, true, func(cc *clientConn) {
+		if !p.admitKnown(cc, true, 0) {
+			return
+		}
 		s := p.newHTTPSession(cc, nil, 0)
 		defer s.release()
 		s.serve()
@@ -110,22 +113,62 @@ func (s *httpSession) serve() {
 		if !s.p.setIdle(s.conn, true) {
 			return
 		}
-		req, err := http.ReadRequest(s.br)
+		req, started, err := s.readRequest()
 		if !s.p.setIdle(s.conn, false) {
 			return
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !isTimeout(err) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				cfg := s.p.cfg.Load()
-				d := s.decision(req)
-				s.refuse(cfg, d, ReasonBadRequest, err.Error())
-			}
+			s.readFailed(started, err)
 			return
 		}
 		if !s.handle(req) {
 			return
 		}
 	}
+}
+
+// readRequest waits up to the idle timeout for the next request to begin,
+// then reads its request line and headers within HeaderTimeout and
+// MaxHeaderBytes in total. started reports whether any byte of it arrived.
+func (s *httpSession) readRequest() (req *http.Request, started bool, err error) {
+	cfg := s.p.cfg.Load()
+	s.dr.bound(time.Time{}, MaxHeaderBytes)
+	defer s.dr.unbound()
+	if _, err := s.br.Peek(1); err != nil {
+		return nil, false, err
+	}
+	s.dr.until = time.Now().Add(cfg.headerTime)
+	req, err = http.ReadRequest(s.br)
+	if err != nil && s.dr.hit {
+		err = errHeaderTooLarge
+	}
+	return req, true, err
+}
+
+var errHeaderTooLarge = fmt.Errorf("request line and headers exceed %d KiB", MaxHeaderBytes>>10)
+
+// readFailed answers a request that could not be read: too large (431), too
+// slow (408) or malformed (400), all with the bad-request reason. A client
+// that went away, or never started a request, is let go without a word.
+func (s *httpSession) readFailed(started bool, err error) {
+	cfg := s.p.cfg.Load()
+	status := 0
+	switch {
+	case errors.Is(err, errHeaderTooLarge):
+		status = http.StatusRequestHeaderFieldsTooLarge
+	case !started || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF):
+		return
+	case isTimeout(err):
+		status = http.StatusRequestTimeout
+		err = fmt.Errorf("request line and headers not complete within %s", cfg.headerTime)
+	}
+	d := s.decision(nil)
+	d.Reason = ReasonBadRequest
+	d.Duration = time.Since(d.Time)
+	s.p.record(cfg, d)
+	s.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(s.conn, refusalStatus(status, "", 0, ReasonBadRequest, err.Error()))
+	lingerClose(s.conn)
 }
 
 func (s *httpSession) decision(req *http.Request) Decision {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -38,22 +39,50 @@ func removeHopByHop(h http.Header) {
 }
 
 // deadlineReader refreshes the read deadline before every read, so a slow
-// but moving transfer lives while a silent peer times out after idle. A
-// non-zero until caps the deadline, bounding how long a peer may dribble
-// out something we must see whole (a ClientHello) before deciding.
+// but moving transfer lives while a silent peer times out after idle. While
+// bound, a fixed deadline and a byte budget cap both: something we must see
+// whole before deciding (request headers, a ClientHello) can be neither
+// dribbled out forever nor grown without end.
 type deadlineReader struct {
-	c     net.Conn
-	idle  func() time.Duration
-	until time.Time
+	c       net.Conn
+	idle    func() time.Duration
+	until   time.Time
+	bounded bool  // left applies
+	left    int64 // bytes the current bound still allows
+	hit     bool  // a read was refused because left ran out
 }
 
+// errReadLimit is what a bound deadlineReader returns once its budget is spent.
+var errReadLimit = errors.New("read limit reached")
+
+// bound caps, until unbound, the deadline at until (zero: no cap) and the
+// bytes read at n.
+func (r *deadlineReader) bound(until time.Time, n int64) {
+	r.until, r.bounded, r.left, r.hit = until, true, n, false
+}
+
+func (r *deadlineReader) unbound() { r.until, r.bounded = time.Time{}, false }
+
 func (r *deadlineReader) Read(b []byte) (int, error) {
+	if r.bounded {
+		if r.left <= 0 {
+			r.hit = true
+			return 0, errReadLimit
+		}
+		if int64(len(b)) > r.left {
+			b = b[:r.left]
+		}
+	}
 	d := time.Now().Add(r.idle())
 	if !r.until.IsZero() && r.until.Before(d) {
 		d = r.until
 	}
 	r.c.SetReadDeadline(d)
-	return r.c.Read(b)
+	n, err := r.c.Read(b)
+	if r.bounded {
+		r.left -= int64(n)
+	}
+	return n, err
 }
 
 // countWriter counts bytes written through it and, when c is set, gives

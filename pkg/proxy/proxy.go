@@ -39,9 +39,16 @@ import (
 
 // Defaults applied to zero Options fields.
 const (
-	DefaultDialTimeout = 10 * time.Second
-	DefaultIdleTimeout = 5 * time.Minute
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultIdleTimeout    = 5 * time.Minute
+	DefaultHeaderTimeout  = 30 * time.Second
+	DefaultMaxClientConns = 512
 )
+
+// MaxHeaderBytes bounds a request line plus its headers, and a TLS
+// ClientHello is bounded the same way: a client cannot make the proxy hold
+// more than this for one request it has not finished sending.
+const MaxHeaderBytes = 64 << 10
 
 // Options configures a Proxy. Reload swaps everything except Registerer and
 // Logger for connections accepted afterwards.
@@ -52,10 +59,17 @@ type Options struct {
 	DefaultPorts []int                   // ports allowed for entries without :port; empty = the client list's own (80, 443 by default)
 	DialTimeout  time.Duration           // per upstream connect; 0 = DefaultDialTimeout
 	IdleTimeout  time.Duration           // no bytes either way for this long ends a tunnel, and bounds the wait for response headers; 0 = DefaultIdleTimeout
-	DecisionLog  io.Writer               // one JSON line per decision; nil = off
-	OnDecision   func(Decision)          // called once per decision, from connection goroutines
-	Registerer   prometheus.Registerer   // nil = no metrics exported
-	Logger       *slog.Logger            // nil = slog.Default()
+	// HeaderTimeout bounds, in total, the time from a request's first byte
+	// to the end of its headers (or of a TLS ClientHello); 0 = DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// MaxClientConns bounds the connections one source address may hold open
+	// on the listeners of ServeForward and ServeTransparent; more are refused.
+	// 0 = DefaultMaxClientConns.
+	MaxClientConns int
+	DecisionLog    io.Writer             // one JSON line per decision; nil = off
+	OnDecision     func(Decision)        // called once per decision, from connection goroutines
+	Registerer     prometheus.Registerer // nil = no metrics exported
+	Logger         *slog.Logger          // nil = slog.Default()
 }
 
 // config is the reloadable part of Options in ready-to-use form.
@@ -66,6 +80,8 @@ type config struct {
 	ports       []int
 	dialTimeout time.Duration
 	idleTimeout time.Duration
+	headerTime  time.Duration
+	maxConns    int
 	dlog        *decisionLog
 	onDecision  func(Decision)
 }
@@ -83,7 +99,9 @@ type Proxy struct {
 	shutdown  bool
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
+	perSrc    map[netip.Addr]int // open accepted connections per source address
 	wg        sync.WaitGroup
+	busyLog   atomic.Int64 // unix nanos of the last "too many connections" warning
 }
 
 // New validates opts and returns a proxy deciding for the clients in reg.
@@ -109,6 +127,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		metrics:   m,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*clientConn]struct{}),
+		perSrc:    make(map[netip.Addr]int),
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -121,6 +140,8 @@ func buildConfig(opts Options) (*config, error) {
 		ports:       slices.Clone(opts.DefaultPorts),
 		dialTimeout: opts.DialTimeout,
 		idleTimeout: opts.IdleTimeout,
+		headerTime:  opts.HeaderTimeout,
+		maxConns:    opts.MaxClientConns,
 		dlog:        &decisionLog{w: opts.DecisionLog},
 		onDecision:  opts.OnDecision,
 	}
@@ -158,6 +179,12 @@ func buildConfig(opts Options) (*config, error) {
 	if c.idleTimeout <= 0 {
 		c.idleTimeout = DefaultIdleTimeout
 	}
+	if c.headerTime <= 0 {
+		c.headerTime = DefaultHeaderTimeout
+	}
+	if c.maxConns <= 0 {
+		c.maxConns = DefaultMaxClientConns
+	}
 	return c, nil
 }
 
@@ -184,8 +211,9 @@ func (p *Proxy) Registry() *Registry { return p.reg }
 // Serve that is running when Shutdown starts returns nil.
 var ErrShutdown = errors.New("proxy: shut down")
 
-// serve runs the accept loop shared by both modes.
-func (p *Proxy) serve(ln net.Listener, handle func(*clientConn)) error {
+// serve runs the accept loop shared by both modes. answer says whether a
+// refused connection gets an HTTP refusal (forward mode) or is just closed.
+func (p *Proxy) serve(ln net.Listener, answer bool, handle func(*clientConn)) error {
 	p.mu.Lock()
 	if p.shutdown {
 		p.mu.Unlock()
@@ -222,9 +250,9 @@ func (p *Proxy) serve(ln net.Listener, handle func(*clientConn)) error {
 			return err
 		}
 		backoff = 0
-		cc, ok := p.track(c)
+		cc, ok := p.trackClient(c)
 		if !ok {
-			c.Close()
+			p.refuseBusy(c, answer)
 			continue
 		}
 		go func() {
@@ -238,7 +266,9 @@ func (p *Proxy) serve(ln net.Listener, handle func(*clientConn)) error {
 // that sit idle between requests right away and the busy ones at the deadline.
 type clientConn struct {
 	net.Conn
-	idle atomic.Bool
+	idle    atomic.Bool
+	src     netip.Addr // the source address, when an IP socket
+	counted bool       // src holds one of its MaxClientConns slots
 }
 
 func (p *Proxy) track(c net.Conn) (*clientConn, bool) {
@@ -247,7 +277,7 @@ func (p *Proxy) track(c net.Conn) (*clientConn, bool) {
 	if p.shutdown {
 		return nil, false
 	}
-	cc := &clientConn{Conn: c}
+	cc := &clientConn{Conn: c, src: remoteAddr(c)}
 	p.conns[cc] = struct{}{}
 	p.wg.Add(1)
 	return cc, true
@@ -257,6 +287,11 @@ func (p *Proxy) untrack(cc *clientConn) {
 	cc.Close()
 	p.mu.Lock()
 	delete(p.conns, cc)
+	if cc.counted {
+		if p.perSrc[cc.src]--; p.perSrc[cc.src] <= 0 {
+			delete(p.perSrc, cc.src)
+		}
+	}
 	p.mu.Unlock()
 	p.wg.Done()
 }

@@ -15,12 +15,8 @@ import (
 // cannot reach an arbitrary IP. Plain HTTP connections are then served like
 // forward-mode ones, deciding every request on its own.
 func (p *Proxy) ServeTransparent(ln net.Listener) error {
-	return p.serve(ln, p.handleTransparent)
+	return p.serve(ln, false, p.handleTransparent)
 }
-
-// helloTimeout bounds the wait for a whole ClientHello; real clients send
-// it at once, so only a stalling peer ever needs more.
-const helloTimeout = 30 * time.Second
 
 func (p *Proxy) handleTransparent(cc *clientConn) {
 	dst, err := originalDst(cc)
@@ -32,6 +28,9 @@ func (p *Proxy) handleTransparent(cc *clientConn) {
 		// Dialed the proxy port itself, not redirected: there is no
 		// destination port to honour.
 		p.log.Warn("proxy transparent: connection was not redirected", "src", cc.RemoteAddr())
+		return
+	}
+	if !p.admitKnown(cc, false, int(dst.Port())) {
 		return
 	}
 	p.serveTransparentConn(cc, int(dst.Port()))
@@ -68,9 +67,11 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 		d.Duration = time.Since(d.Time)
 		p.record(cfg, d)
 	}
-	s.dr.until = time.Now().Add(min(helloTimeout, cfg.idleTimeout))
+	// Real clients send the ClientHello at once; only a stalling or hostile
+	// peer needs the bound, in time and in bytes.
+	s.dr.bound(time.Now().Add(min(cfg.headerTime, cfg.idleTimeout)), maxHelloRaw)
 	raw, sni, err := readClientHello(s.br)
-	s.dr.until = time.Time{}
+	s.dr.unbound()
 	if err != nil {
 		if errors.Is(err, ErrNoServerName) {
 			deny(ReasonNoServerName)
@@ -127,5 +128,8 @@ func (p *Proxy) ServeTransparentConn(c net.Conn, dst netip.AddrPort) {
 		return
 	}
 	defer p.untrack(cc)
+	if !p.admitKnown(cc, false, int(dst.Port())) {
+		return
+	}
 	p.serveTransparentConn(cc, int(dst.Port()))
 }

@@ -63,7 +63,11 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		return fail(fmt.Errorf("send request upstream: %w", werr))
 	}
 
-	ubr := bufio.NewReader(&deadlineReader{c: up, idle: func() time.Duration { return cfg.idleTimeout }})
+	// An upstream's response headers are bounded too, if more generously
+	// than a client's: they are held whole before the client sees a byte.
+	udr := &deadlineReader{c: up, idle: func() time.Duration { return cfg.idleTimeout }}
+	udr.bound(time.Time{}, maxResponseHeaderBytes)
+	ubr := bufio.NewReader(udr)
 	cout := &countWriter{w: s.conn, c: s.conn, idle: cfg.idleTimeout}
 	cbw := bufio.NewWriter(cout)
 	resp, err := http.ReadResponse(ubr, req)
@@ -74,6 +78,10 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		resp.Header.Write(cbw)
 		cbw.WriteString("\r\n")
 		resp, err = http.ReadResponse(ubr, req)
+	}
+	udr.unbound()
+	if err != nil && udr.hit {
+		err = fmt.Errorf("response headers exceed %d KiB", maxResponseHeaderBytes>>10)
 	}
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
 		err = fmt.Errorf("upstream switched protocols although no upgrade was requested")
@@ -113,6 +121,9 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 	}
 	return finish("", !clientClose)
 }
+
+// maxResponseHeaderBytes bounds an upstream's status line and headers.
+const maxResponseHeaderBytes = 1 << 20
 
 func bodyAllowed(status int) bool {
 	return !(status >= 100 && status < 200 || status == http.StatusNoContent || status == http.StatusNotModified)
