@@ -26,6 +26,8 @@ const (
 	DefaultTTL         = 30
 	DefaultTimeout     = 5 * time.Second
 	DefaultMaxInflight = 64
+	DefaultReadTimeout = 5 * time.Second
+	DefaultMaxTCPConns = 16
 )
 
 // Config configures a responder.
@@ -44,6 +46,12 @@ type Config struct {
 	TTL         uint32        // answer TTL in seconds; 0 = DefaultTTL
 	Timeout     time.Duration // resolution budget per query; 0 = DefaultTimeout
 	MaxInflight int           // concurrent resolutions; more are answered SERVFAIL; 0 = DefaultMaxInflight
+	// ReadTimeout bounds, in total, reading one query over TCP (its length
+	// and body), however slowly the client sends it; 0 = DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// MaxTCPConns bounds the TCP connections open at once; more are closed
+	// on accept. Each may hold a 64 KiB message. 0 = DefaultMaxTCPConns.
+	MaxTCPConns int
 	// OnQuery, if set, is called once per answered question.
 	OnQuery func(Query)
 	Log     *slog.Logger
@@ -96,6 +104,12 @@ func Listen(cfg Config) (*Server, error) {
 	if cfg.MaxInflight <= 0 {
 		cfg.MaxInflight = DefaultMaxInflight
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.MaxTCPConns <= 0 {
+		cfg.MaxTCPConns = DefaultMaxTCPConns
+	}
 	s := &Server{cfg: cfg, log: cfg.Log, inflight: make(chan struct{}, cfg.MaxInflight)}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -116,13 +130,13 @@ func Listen(cfg Config) (*Server, error) {
 			MsgAcceptFunc:  accept,
 			DecorateWriter: func(w mdns.Writer) mdns.Writer { return dropFormErr{w} },
 			MsgInvalidFunc: func([]byte, error) {},
-			ReadTimeout:    5 * time.Second,
+			ReadTimeout:    cfg.ReadTimeout,
 			WriteTimeout:   5 * time.Second,
-			IdleTimeout:    func() time.Duration { return 10 * time.Second },
+			IdleTimeout:    func() time.Duration { return max(10*time.Second, cfg.ReadTimeout) },
 		}
 	}
 	s.udp, s.tcp = mk(), mk()
-	s.udp.PacketConn, s.tcp.Listener = pc, ln
+	s.udp.PacketConn, s.tcp.Listener = pc, &capListener{Listener: ln, slots: make(chan struct{}, cfg.MaxTCPConns)}
 	started := make(chan struct{}, 2)
 	for _, srv := range []*mdns.Server{s.udp, s.tcp} {
 		srv.NotifyStartedFunc = func() { started <- struct{}{} }
@@ -150,6 +164,41 @@ func (s *Server) Close() error {
 		s.err = errors.Join(s.udp.ShutdownContext(ctx), s.tcp.ShutdownContext(ctx))
 	})
 	return s.err
+}
+
+// capListener closes connections beyond its slots as soon as they are
+// accepted, so a client cannot make the responder hold a goroutine and a
+// message buffer for every TCP connection it opens.
+type capListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, release: func() { <-l.slots }}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+// slotConn gives its slot back when closed, once.
+type slotConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *slotConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }
 
 // accept drops what cannot be a plain query instead of answering it: a reply

@@ -271,3 +271,86 @@ func TestListenErrors(t *testing.T) {
 		t.Error("second Listen on a bound address succeeded")
 	}
 }
+
+// TestResponderTCPBounds holds the TCP connection limit with half-sent
+// queries, checks that one more connection is closed at once, that a query
+// trickled in slower than ReadTimeout allows is cut off, and that a freed
+// slot answers again.
+func TestResponderTCPBounds(t *testing.T) {
+	p, err := proxy.New(proxy.Options{Hosts: map[string][]netip.Addr{"good.test": {netip.MustParseAddr("93.184.215.10")}}}, proxy.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := allow.Parse([]string{"good.test"})
+	// A read timeout far longer than the test, so only the cap can close the
+	// extra connection; the trickle test gets its own responder.
+	s, err := Listen(Config{Addr: "127.0.0.1:0", Allowed: HostAllowed(l), Resolve: p.Resolve, MaxTCPConns: 2, ReadTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.TCPAddr().String()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var held []net.Conn
+	for range 2 {
+		c := dial()
+		// The length of a 64 KiB query, and not a byte of it.
+		c.Write([]byte{0xff, 0xff})
+		held = append(held, c)
+	}
+	// Accepts are first come, first served: the third connection is the extra one.
+	extra := dial()
+	extra.Write([]byte{0xff, 0xff})
+	extra.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("connection beyond MaxTCPConns stayed open: read %d, %v", n, err)
+	}
+	held[0].Close()
+	m := new(mdns.Msg)
+	m.SetQuestion("good.test.", mdns.TypeA)
+	for i := 0; ; i++ {
+		c := &mdns.Client{Net: "tcp", Timeout: 3 * time.Second}
+		r, _, err := c.Exchange(m, addr)
+		if err == nil && r.Rcode == mdns.RcodeSuccess {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("freed slot never answered: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	slow, err := Listen(Config{Addr: "127.0.0.1:0", Allowed: HostAllowed(l), Resolve: p.Resolve, ReadTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	c, err := net.Dial("tcp", slow.TCPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0xff, 0xff})
+	sent := 0
+	for ; sent < 3000; sent++ {
+		if _, err := c.Write([]byte{0}); err != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if sent == 3000 {
+		t.Fatal("a query trickled a byte at a time was read for 30 s")
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
