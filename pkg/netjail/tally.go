@@ -14,6 +14,14 @@ import (
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
+// A guest chooses the names it tries, so a tally keeps at most maxNames
+// distinct names per kind and counts the rest; the exit summary names the
+// summaryTop most frequent and says how many more there were.
+const (
+	maxNames   = 1000
+	summaryTop = 10
+)
+
 // Tally counts what a run's guest tried to reach: blocked proxy requests for
 // the exit summary, and (in learn mode) every attempted host for a ready
 // --allow list. Its methods are safe for concurrent use.
@@ -24,6 +32,26 @@ type Tally struct {
 	blocked   map[string]int // allow entry form -> refused requests
 	lookups   map[string]int // names refused by DNS that the proxy never saw
 	attempted map[string]struct{}
+	// Requests, lookups and attempts of names that arrived after their map
+	// was full: counted, not kept.
+	blockedOver, lookupsOver, attemptedOver int
+}
+
+// bump counts one more for name, unless m is full and name is new.
+func bump(m map[string]int, name string, over *int) {
+	if _, ok := m[name]; ok || len(m) < maxNames {
+		m[name]++
+		return
+	}
+	*over++
+}
+
+func (t *Tally) attempt(e string) {
+	if _, ok := t.attempted[e]; ok || len(t.attempted) < maxNames {
+		t.attempted[e] = struct{}{}
+		return
+	}
+	t.attemptedOver++
 }
 
 // NewTally returns an empty tally; entries for ports outside defaultPorts
@@ -62,7 +90,7 @@ func (t *Tally) Decision(d proxy.Decision) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if e != "" {
-		t.attempted[e] = struct{}{}
+		t.attempt(e)
 	}
 	if d.Allowed {
 		return
@@ -81,7 +109,7 @@ func (t *Tally) Decision(d proxy.Decision) {
 			e += ":" + strconv.Itoa(d.Port)
 		}
 	}
-	t.blocked[e]++
+	bump(t.blocked, e, &t.blockedOver)
 }
 
 // Query records one DNS question; use it as dns.Config.OnQuery.
@@ -95,9 +123,9 @@ func (t *Tally) Query(q dns.Query) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.attempted[e] = struct{}{}
+	t.attempt(e)
 	if !q.Allowed {
-		t.lookups[e]++
+		bump(t.lookups, e, &t.lookupsOver)
 	}
 }
 
@@ -130,18 +158,22 @@ func plural(n int, one, many string) string {
 // Summary is the one stderr line printed at exit, e.g.
 // "crackbox: blocked 3 requests: example.com (2), evil.test (1)", or "" when
 // nothing was blocked. Names refused only at DNS (the client never reached
-// the proxy) follow as a second clause.
+// the proxy) follow as a second clause. Each clause names the summaryTop
+// most frequent names and ends in "and N more" when there were others.
 func (t *Tally) Summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var clauses []string
 	if len(t.blocked) > 0 {
-		total := 0
+		total := t.blockedOver
 		var parts []string
-		for _, c := range sorted(t.blocked) {
+		for i, c := range sorted(t.blocked) {
 			total += c.n
-			parts = append(parts, fmt.Sprintf("%s (%d)", c.name, c.n))
+			if i < summaryTop {
+				parts = append(parts, fmt.Sprintf("%s (%d)", c.name, c.n))
+			}
 		}
+		parts = appendMore(parts, len(t.blocked)-len(parts), t.blockedOver)
 		clauses = append(clauses, fmt.Sprintf("blocked %d %s: %s", total, plural(total, "request", "requests"), strings.Join(parts, ", ")))
 	}
 	var names []string
@@ -152,13 +184,31 @@ func (t *Tally) Summary() string {
 		}
 		names = append(names, c.name)
 	}
-	if len(names) > 0 {
-		clauses = append(clauses, fmt.Sprintf("refused DNS for %d %s: %s", len(names), plural(len(names), "name", "names"), strings.Join(names, ", ")))
+	if n := len(names); n > 0 {
+		shown := names[:min(n, summaryTop)]
+		shown = appendMore(shown, n-len(shown), t.lookupsOver)
+		count := fmt.Sprintf("%d %s", n, plural(n, "name", "names"))
+		if t.lookupsOver > 0 {
+			count = fmt.Sprintf("more than %d names", n)
+		}
+		clauses = append(clauses, fmt.Sprintf("refused DNS for %s: %s", count, strings.Join(shown, ", ")))
 	}
 	if len(clauses) == 0 {
 		return ""
 	}
 	return "crackbox: " + strings.Join(clauses, "; ")
+}
+
+// appendMore ends a shown list with how many names it left out; over > 0
+// means some were not even kept, so the count is a lower bound.
+func appendMore(parts []string, hidden, over int) []string {
+	switch {
+	case over > 0:
+		return append(parts, fmt.Sprintf("and more than %d more", hidden))
+	case hidden > 0:
+		return append(parts, fmt.Sprintf("and %d more", hidden))
+	}
+	return parts
 }
 
 func (t *Tally) blockedHost(host string) bool {
@@ -188,6 +238,13 @@ func (t *Tally) LearnReport() string {
 	l := t.Learned()
 	if len(l) == 0 {
 		return "crackbox: learn: the command tried to reach no host"
+	}
+	t.mu.Lock()
+	over := t.attemptedOver
+	t.mu.Unlock()
+	if over > 0 {
+		return fmt.Sprintf("crackbox: learn: the command tried to reach more than %d hosts; these are the first %d:\n  --allow %s",
+			len(l), len(l), strings.Join(l, ","))
 	}
 	return fmt.Sprintf("crackbox: learn: the command tried to reach %d %s; to allow %s:\n  --allow %s",
 		len(l), plural(len(l), "host", "hosts"), plural(len(l), "it", "them"), strings.Join(l, ","))

@@ -1,7 +1,9 @@
 package netjail
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/dns"
@@ -66,5 +68,50 @@ func TestTallyLearn(t *testing.T) {
 	wantReport := "crackbox: learn: the command tried to reach 4 hosts; to allow them:\n  --allow files.pythonhosted.org,git.test:9418,pypi.org,registry.npmjs.org"
 	if got := tl.LearnReport(); got != wantReport {
 		t.Errorf("report\n got %q\nwant %q", got, wantReport)
+	}
+}
+
+// TestTallyBounded floods a tally the way a hostile guest can, with a
+// fresh name per lookup and per request: what it keeps and what it prints
+// stay small, and the summary still says how much there was.
+func TestTallyBounded(t *testing.T) {
+	tl := NewTally(nil)
+	const n = 150_000
+	for i := range n {
+		tl.Query(dns.Query{Name: fmt.Sprintf("n%d.exfil.test", i), Type: "A"})
+		tl.Decision(proxy.Decision{Host: fmt.Sprintf("h%d.exfil.test", i), Port: 443})
+	}
+	tl.Decision(proxy.Decision{Host: "h7.exfil.test", Port: 443})
+	if len(tl.lookups) > maxNames || len(tl.blocked) > maxNames || len(tl.attempted) > maxNames {
+		t.Fatalf("tally keeps %d lookups, %d blocked, %d attempted names", len(tl.lookups), len(tl.blocked), len(tl.attempted))
+	}
+	s := tl.Summary()
+	if len(s) > 2048 {
+		t.Fatalf("summary is %d bytes", len(s))
+	}
+	for _, want := range []string{
+		fmt.Sprintf("crackbox: blocked %d requests: h7.exfil.test (2), ", n+1),
+		"and more than 990 more; refused DNS for more than 1000 names: ",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary %q lacks %q", s, want)
+		}
+	}
+	if r := tl.LearnReport(); len(r) > 64<<10 || !strings.Contains(r, "more than 1000 hosts") {
+		t.Errorf("learn report of %d bytes: %.200q", len(r), r)
+	}
+}
+
+func TestTallySummaryTopN(t *testing.T) {
+	tl := NewTally(nil)
+	for i := range 12 {
+		for range i + 1 {
+			tl.Decision(proxy.Decision{Host: fmt.Sprintf("h%02d.test", i), Port: 443})
+		}
+	}
+	want := "crackbox: blocked 78 requests: h11.test (12), h10.test (11), h09.test (10), h08.test (9), h07.test (8), " +
+		"h06.test (7), h05.test (6), h04.test (5), h03.test (4), h02.test (3), and 2 more"
+	if got := tl.Summary(); got != want {
+		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}
 }
