@@ -22,6 +22,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -333,6 +334,10 @@ func addrOf(ln net.Listener) string {
 	return ln.Addr().String()
 }
 
+// daemonDecisionsMax caps the daemon's decision log file; past it the file
+// rotates once to path.1, so clients cannot fill the disk with requests.
+const daemonDecisionsMax = 64 << 20
+
 // decisionLog owns the decision log file across reloads: the same path keeps
 // the same file, so tunnels still writing to it are not cut off.
 type decisionLog struct {
@@ -352,7 +357,7 @@ func (l *decisionLog) Open(path string) (io.Writer, error) {
 	case "-":
 		w = nopCloser{os.Stderr}
 	default:
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		f, err := logfile.Open(path, daemonDecisionsMax, 0o640)
 		if err != nil {
 			return nil, err
 		}

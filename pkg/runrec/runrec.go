@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proc"
 )
 
@@ -29,6 +30,11 @@ const (
 	ManifestFile  = "manifest.json"
 	DecisionsFile = "decisions.jsonl"
 )
+
+// DecisionsMax caps decisions.jsonl: past it the log rotates once to
+// decisions.jsonl.1, so a guest that makes requests without end costs a
+// record at most twice this on disk and the newest decisions are kept.
+const DecisionsMax = 8 << 20
 
 // Sentinels callers branch on.
 var (
@@ -115,7 +121,7 @@ type Record struct {
 	store *Store
 	mu    sync.Mutex
 	m     Manifest
-	log   *os.File
+	log   *logfile.File
 }
 
 // Create starts a record for m (ID, PID, Started and Status are filled in
@@ -145,7 +151,7 @@ func (s *Store) Create(m Manifest) (*Record, error) {
 	if err := os.Mkdir(m.recordDir, 0o700); err != nil {
 		return nil, fmt.Errorf("runrec: create record %s: %w", m.ID, err)
 	}
-	log, err := os.OpenFile(filepath.Join(m.recordDir, DecisionsFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	log, err := logfile.Open(filepath.Join(m.recordDir, DecisionsFile), DecisionsMax, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("runrec: decision log: %w", err)
 	}

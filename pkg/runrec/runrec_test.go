@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,5 +143,37 @@ func TestGetErrors(t *testing.T) {
 	empty := &Store{Dir: filepath.Join(t.TempDir(), "missing")}
 	if ms, err := empty.List(); err != nil || len(ms) != 0 {
 		t.Errorf("missing dir: %v, %v", ms, err)
+	}
+}
+
+// TestDecisionLogCapped writes decisions past the cap, as a guest making
+// requests without end would: the record's log rotates instead of growing.
+func TestDecisionLogCapped(t *testing.T) {
+	s := &Store{Dir: t.TempDir()}
+	r, err := s.Create(Manifest{Argv: []string{"flood"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `{"host":"h.exfil.test","decision":"deny","reason":"blocked-by-allowlist","pad":"` + strings.Repeat("x", 900) + `"}` + "\n"
+	for written := 0; written < 3*DecisionsMax; written += len(line) {
+		if _, err := io.WriteString(r.DecisionLog(), line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Get(r.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{DecisionsFile, DecisionsFile + ".1"} {
+		st, err := os.Stat(filepath.Join(m.Dir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() > DecisionsMax {
+			t.Errorf("%s is %d bytes, cap %d", name, st.Size(), DecisionsMax)
+		}
 	}
 }

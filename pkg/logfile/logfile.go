@@ -1,0 +1,97 @@
+// Package logfile is an append-only log file with a size cap: a write that
+// would take it past the cap first renames it to name.1 (replacing the one
+// before) and starts afresh, so a log a sandbox can fill at will holds at
+// most twice the cap on disk and keeps the newest lines.
+package logfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+)
+
+// File is a capped log file; it is safe for concurrent use. Each Write is
+// kept whole in one file, so line-oriented writers never see a line split.
+type File struct {
+	path string
+	max  int64
+	perm os.FileMode
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// Open opens (or creates) path for appending, capped at max bytes (max > 0).
+func Open(path string, max int64, perm os.FileMode) (*File, error) {
+	if max <= 0 {
+		return nil, fmt.Errorf("logfile %s: cap %d must be positive", path, max)
+	}
+	l := &File{path: path, max: max, perm: perm}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *File) open() error {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, l.perm)
+	if err != nil {
+		return fmt.Errorf("logfile: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("logfile: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return fmt.Errorf("logfile: %s is not a regular file", l.path)
+	}
+	l.f, l.size = f, st.Size()
+	return nil
+}
+
+// ErrClosed is returned by Write after Close.
+var ErrClosed = errors.New("logfile: closed")
+
+// Write appends b, rotating first if b would take the file past its cap.
+func (l *File) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return 0, ErrClosed
+	}
+	if l.size > 0 && l.size+int64(len(b)) > l.max {
+		if err := l.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := l.f.Write(b)
+	l.size += int64(n)
+	return n, err
+}
+
+func (l *File) rotate() error {
+	if err := l.f.Close(); err != nil {
+		return fmt.Errorf("logfile: %w", err)
+	}
+	l.f = nil
+	if err := os.Rename(l.path, l.path+".1"); err != nil {
+		return fmt.Errorf("logfile: rotate: %w", err)
+	}
+	return l.open()
+}
+
+// Close closes the file; later writes fail with ErrClosed.
+func (l *File) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
