@@ -209,7 +209,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad ip", "POST", "/v1/register", `{"ip":"10.0.0","id":"x"}`, "invalid_ip"},
 		{"missing ip", "POST", "/v1/register", `{"id":"x"}`, "invalid_ip"},
 		{"bad allowlist url", "POST", "/v1/register", `{"ip":"10.0.0.2","allowlist":["https://a.example/"]}`, "invalid_allowlist"},
-		{"bad allowlist ip", "POST", "/v1/register", `{"ip":"10.0.0.2","allowlist":["1.2.3.4"]}`, "invalid_allowlist"},
+		{"bad allowlist range", "POST", "/v1/register", `{"ip":"10.0.0.2","allowlist":["1.2.3.4/24"]}`, "invalid_allowlist"},
 		{"unregister unknown field", "POST", "/v1/unregister", `{"ip":"10.0.0.5","force":true}`, "invalid_json"},
 		{"unregister bad ip", "POST", "/v1/unregister", `{"ip":"x"}`, "invalid_ip"},
 		{"patch bad path ip", "PATCH", "/v1/clients/not-an-ip", `{"add":[]}`, "invalid_ip"},

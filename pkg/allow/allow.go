@@ -9,12 +9,24 @@
 //	.example.com     the apex and every subdomain
 //	*                any host (must be spelled on purpose)
 //
+//	192.0.2.10       that address, when a client names it as an IP literal
+//	10.20.0.0/16     any address in the range, named as an IP literal
+//	[2001:db8::1]    an IPv6 address (brackets needed only before a port)
+//
 // Any entry may end in ":port", which restricts it to that port; entries
 // without a port allow only the list's default ports (80 and 443 unless
 // ParseWithPorts says otherwise). Names compare case-insensitively, with one
-// trailing dot ignored and IDNs in punycode. IP literals are not hosts: the
-// proxy handles them with CIDR ranges, so Parse rejects them and Check denies
-// them.
+// trailing dot ignored and IDNs in punycode.
+//
+// Names and addresses are kept apart. A host-name entry, even "*", never
+// matches an IP literal, and an address entry never matches a name: a client
+// that asks for an IP literal gets through only when an address entry names
+// it. The proxy's allow_cidrs setting is a different thing: it lets the
+// addresses that allowed names resolve to lie in private ranges, and it never
+// opens an IP literal. So allowing git.internal, which resolves into
+// 10.0.0.0/8, with allow_cidrs = ["10.0.0.0/8"] does not let a sandbox dial
+// 10.9.9.9 by address; only an allowlist entry naming 10.9.9.9 (or a range
+// holding it) does. See Prefixes for how the proxy's guard treats them.
 package allow
 
 import (
@@ -46,12 +58,14 @@ const (
 	kindSub               // *.example.com
 	kindTree              // .example.com
 	kindAny               // *
+	kindAddr              // 192.0.2.10, 10.0.0.0/8: IP literals only
 )
 
 type rule struct {
 	kind kind
-	host string // normalized base name; empty for kindAny
-	port int    // 0 = the list's default ports
+	host string       // normalized base name; empty for kindAny and kindAddr
+	pfx  netip.Prefix // kindAddr: the addresses it covers
+	port int          // 0 = the list's default ports
 }
 
 func (r rule) String() string {
@@ -65,6 +79,14 @@ func (r rule) String() string {
 		s = "." + r.host
 	case kindAny:
 		s = "*"
+	case kindAddr:
+		s = r.pfx.String()
+		if r.pfx.IsSingleIP() {
+			s = r.pfx.Addr().String()
+		}
+		if r.port != 0 && r.pfx.Addr().Is6() {
+			s = "[" + s + "]"
+		}
 	}
 	if r.port != 0 {
 		s += ":" + strconv.Itoa(r.port)
@@ -122,18 +144,23 @@ func parseEntry(raw string) (rule, error) {
 	if e == "" {
 		return bad("empty entry")
 	}
-	if strings.Contains(e, "://") || strings.ContainsAny(e, "/?#@ ") {
+	if strings.Contains(e, "://") || strings.ContainsAny(e, "?#@ ") {
 		return bad("expected a host name like example.com or *.example.com[:port], not a URL")
 	}
-	if strings.HasPrefix(e, "[") || strings.Count(e, ":") > 1 {
-		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+	if r, ok, why := parseAddrEntry(e); ok || why != "" {
+		if why != "" {
+			return bad(why)
+		}
+		return r, nil
+	}
+	if strings.Contains(e, "/") {
+		return bad("expected a host name like example.com or *.example.com[:port], not a URL")
 	}
 	var r rule
 	if i := strings.LastIndexByte(e, ':'); i >= 0 {
-		ps := e[i+1:]
-		p, err := strconv.Atoi(ps)
-		if err != nil || p < 1 || p > 65535 || ps[0] == '+' || ps[0] == '0' {
-			return bad(fmt.Sprintf("port %q must be a number 1..65535", ps))
+		p, why := parsePort(e[i+1:])
+		if why != "" {
+			return bad(why)
 		}
 		r.port = p
 		e = e[:i]
@@ -155,14 +182,14 @@ func parseEntry(raw string) (rule, error) {
 		return bad("'*' is only allowed as a leading \"*.\" label or as the whole entry")
 	}
 	if _, err := netip.ParseAddr(strings.TrimSuffix(e, ".")); err == nil {
-		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+		return bad("an address entry takes no wildcard or trailing dot")
 	}
 	h, err := normalizeHost(e)
 	if err != nil {
 		return bad(err.Error())
 	}
 	if _, err := netip.ParseAddr(h); err == nil {
-		return bad("IP literals are not host entries; allow address ranges with a CIDR option instead")
+		return bad("an address entry takes no wildcard or trailing dot")
 	}
 	r.host = h
 	if r.kind != kindExact {
@@ -194,9 +221,6 @@ func (l *List) CheckWithPorts(host string, port int, defaultPorts []int) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHostNotAllowed, err)
 	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return fmt.Errorf("%w: %s is an IP literal, not a host name", ErrHostNotAllowed, h)
-	}
 	if l == nil {
 		return fmt.Errorf("%w: %s (empty allowlist)", ErrHostNotAllowed, h)
 	}
@@ -206,9 +230,11 @@ func (l *List) CheckWithPorts(host string, port int, defaultPorts []int) error {
 	if len(defaultPorts) == 0 {
 		defaultPorts = DefaultPorts
 	}
+	addr, err := netip.ParseAddr(h)
+	literal := err == nil
 	matched := false
 	for _, r := range l.rules {
-		if !r.matchHost(h) {
+		if literal && !r.matchAddr(addr) || !literal && !r.matchHost(h) {
 			continue
 		}
 		matched = true
@@ -219,11 +245,38 @@ func (l *List) CheckWithPorts(host string, port int, defaultPorts []int) error {
 	if matched {
 		return fmt.Errorf("%w: %s:%d", ErrPortNotAllowed, h, port)
 	}
+	if literal {
+		return fmt.Errorf("%w: %s is an IP literal and no address entry of the allowlist covers it", ErrHostNotAllowed, h)
+	}
 	return fmt.Errorf("%w: %s", ErrHostNotAllowed, h)
+}
+
+// matchAddr reports whether an address entry covers the IP literal a.
+func (r rule) matchAddr(a netip.Addr) bool {
+	return r.kind == kindAddr && r.pfx.Contains(a.Unmap())
+}
+
+// Prefixes returns the ranges the address entries name, whatever their
+// ports. The proxy's guard lets an IP literal in one of them through even
+// when it is private, since the operator named it; the proxy host's own
+// addresses stay refused unless an entry names exactly that address.
+func (l *List) Prefixes() []netip.Prefix {
+	if l == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, r := range l.rules {
+		if r.kind == kindAddr && !slices.Contains(out, r.pfx) {
+			out = append(out, r.pfx)
+		}
+	}
+	return out
 }
 
 func (r rule) matchHost(h string) bool {
 	switch r.kind {
+	case kindAddr:
+		return false
 	case kindAny:
 		return true
 	case kindExact:

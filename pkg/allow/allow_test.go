@@ -2,6 +2,7 @@ package allow
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -140,10 +141,17 @@ func TestParseRejects(t *testing.T) {
 		{"example.com:", "must be a number 1..65535"},
 		{"example.com:+443", "must be a number 1..65535"},
 		{"example.com:0443", "must be a number 1..65535"},
-		{"10.0.0.1", "IP literals"},
-		{"10.0.0.1:443", "IP literals"},
-		{"::1", "IP literals"},
-		{"[::1]:443", "IP literals"},
+		{"10.0.0.1/24", "host bits set; did you mean 10.0.0.0/24"},
+		{"10.0.0.0/33", "not a CIDR range"},
+		{"10.0.0.1:0", "must be a number 1..65535"},
+		{"[::1", "unclosed"},
+		{"[::1]x", "unexpected"},
+		{"[::1]:", "empty port"},
+		{"[example.com]:443", "not an IP address"},
+		{"fe80::1%eth0", "zone"},
+		{"::ffff:10.0.0.0/104", "IPv4 form"},
+		{"*.10.0.0.1", "no wildcard"},
+		{"10.0.0.1.", "no wildcard or trailing dot"},
 		{"xn--zz.example.com", "punycode"},
 	}
 	for _, tc := range cases {
@@ -263,5 +271,51 @@ func TestNormalizeHost(t *testing.T) {
 		if !errors.Is(err, ErrInvalidHost) || !strings.Contains(err.Error(), tc.errPart) {
 			t.Errorf("NormalizeHost(%q) error %q, want ErrInvalidHost containing %q", tc.in, err, tc.errPart)
 		}
+	}
+}
+
+// TestAddressEntries: address entries allow exactly the IP literals they
+// cover, and only those; names never match them and "*" never matches a literal.
+func TestAddressEntries(t *testing.T) {
+	l, err := Parse([]string{"192.0.2.10", "10.20.0.0/16:8443", "[2001:DB8::1]:443", "::ffff:198.51.100.7", "*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.Entries(), []string{"*", "10.20.0.0/16:8443", "192.0.2.10", "198.51.100.7", "[2001:db8::1]:443"}; !slices.Equal(got, want) {
+		t.Errorf("entries %q, want %q", got, want)
+	}
+	probes := []struct {
+		host string
+		port int
+		want error
+	}{
+		{"192.0.2.10", 443, nil},
+		{"192.0.2.10", 80, nil},
+		{"::ffff:192.0.2.10", 443, nil},
+		{"192.0.2.10", 22, ErrPortNotAllowed},
+		{"192.0.2.11", 443, ErrHostNotAllowed},
+		{"10.20.3.4", 8443, nil},
+		{"10.20.3.4", 443, ErrPortNotAllowed},
+		{"10.21.0.1", 8443, ErrHostNotAllowed},
+		{"[2001:db8::1]", 443, nil},
+		{"2001:db8::1", 80, ErrPortNotAllowed},
+		{"198.51.100.7", 443, nil},
+		{"8.8.8.8", 443, ErrHostNotAllowed}, // "*" is for names only
+		{"example.com", 443, nil},
+	}
+	for _, p := range probes {
+		err := l.Check(p.host, p.port)
+		if p.want == nil && err != nil || p.want != nil && !errors.Is(err, p.want) {
+			t.Errorf("Check(%s, %d) = %v, want %v", p.host, p.port, err, p.want)
+		}
+	}
+	names, _ := Parse([]string{"*", "example.com"})
+	if err := names.Check("192.0.2.10", 443); !errors.Is(err, ErrHostNotAllowed) {
+		t.Errorf("a names-only list allowed an IP literal: %v", err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("192.0.2.10/32"),
+		netip.MustParsePrefix("198.51.100.7/32"), netip.MustParsePrefix("2001:db8::1/128")}
+	if got := l.Prefixes(); !slices.Equal(got, want) {
+		t.Errorf("prefixes %v, want %v", got, want)
 	}
 }

@@ -68,15 +68,18 @@ func NewTally(defaultPorts []int) *Tally {
 	}
 }
 
-// entry renders host and port the way --allow takes them, or "" for hosts
-// that cannot be allowlisted (missing or IP literals).
+// entry renders host and port the way --allow takes them (an IP literal as
+// an address entry), or "" for a missing or invalid host.
 func (t *Tally) entry(host string, port int) string {
 	h, err := allow.NormalizeHost(host)
 	if err != nil {
 		return ""
 	}
-	if _, err := netip.ParseAddr(h); err == nil {
-		return ""
+	if a, err := netip.ParseAddr(h); err == nil {
+		if port == 0 || slices.Contains(t.defaultPorts, port) {
+			return a.String()
+		}
+		return netip.AddrPortFrom(a, uint16(port)).String()
 	}
 	if port == 0 || slices.Contains(t.defaultPorts, port) {
 		return h

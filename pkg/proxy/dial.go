@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -25,9 +24,10 @@ type verdict struct {
 }
 
 // authorize decides host:port for client: allowlist first, then resolution
-// and the destination guard. An IP literal needs an AllowCIDRs entry covering
-// it, a default port (allowlist entries cannot name addresses, so no entry
-// can open another port) and a pass from the guard.
+// and the destination guard. An IP literal needs an address entry of the
+// client's allowlist covering it on that port; the guard then exempts the
+// list's address entries, not AllowCIDRs, which only widen where allowed
+// names may resolve to.
 func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host string, port int) verdict {
 	v := verdict{host: host, port: port}
 	h, err := allow.NormalizeHost(host)
@@ -38,19 +38,14 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 	v.host = h
 	if a, err := netip.ParseAddr(h); err == nil {
 		a = a.Unmap()
-		if !cfg.allowedCIDR(a) {
-			v.reason, v.detail = ReasonAllowlist, "IP literal destinations need an allowed CIDR"
+		if err := c.Allow.CheckWithPorts(a.String(), port, cfg.ports); err != nil {
+			v.reason, v.detail = ReasonAllowlist, err.Error()
+			if errors.Is(err, allow.ErrPortNotAllowed) {
+				v.reason = ReasonPort
+			}
 			return v
 		}
-		ports := cfg.ports
-		if len(ports) == 0 {
-			ports = c.Allow.DefaultPortList()
-		}
-		if !slices.Contains(ports, port) {
-			v.reason, v.detail = ReasonPort, fmt.Sprintf("IP literal destinations are allowed only on the default ports %v", ports)
-			return v
-		}
-		if err := p.guard(cfg, a); err != nil {
+		if err := p.guard(c.Allow.Prefixes(), a); err != nil {
 			v.reason, v.detail = ReasonPrivateAddress, err.Error()
 			return v
 		}

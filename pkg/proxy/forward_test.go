@@ -283,15 +283,18 @@ func TestForwardRefusals(t *testing.T) {
 	}
 }
 
-// TestForwardIPLiteralCIDR checks that a range opens IP literals only on the
-// default ports: before, any port of any covered address was reachable.
-func TestForwardIPLiteralCIDR(t *testing.T) {
+// TestForwardIPLiteral: an IP-literal destination passes only when an
+// address entry of the client's allowlist names it; allow_cidrs, which lets
+// allowed names resolve into a range, never opens a literal.
+func TestForwardIPLiteral(t *testing.T) {
 	srv := echoServer(t)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	port := portOf(t, srv.URL)
+	withPort := func(e string) string { return fmt.Sprintf("%s:%d", e, port) }
 	connect := func(h string) string { return fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", h, h) }
 	cases := []struct {
 		name    string
+		cidrs   []netip.Prefix
 		ports   []int
 		entries []string
 		method  string
@@ -299,15 +302,18 @@ func TestForwardIPLiteralCIDR(t *testing.T) {
 		status  int
 		reason  string
 	}{
-		{"get on default port", []int{port}, []string{}, "GET", get(host, "/ip"), 200, ""},
-		{"connect on default port", []int{port}, []string{"example.com"}, "CONNECT", connect(host), 200, ""},
-		{"get on other port", nil, []string{}, "GET", get(host, "/ip"), 403, ReasonPort},
-		{"connect on other port", nil, []string{"example.com"}, "CONNECT", connect(host), 403, ReasonPort},
-		{"entry port does not open a literal", nil, []string{"example.com:" + fmt.Sprint(port)}, "CONNECT", connect(host), 403, ReasonPort},
+		{"allow_cidrs alone does not open a literal", []netip.Prefix{loopback8}, []int{port}, []string{"up.test"}, "GET", get(host, "/ip"), 403, ReasonAllowlist},
+		{"name entries never match a literal", []netip.Prefix{loopback8}, []int{port}, []string{"*"}, "CONNECT", connect(host), 403, ReasonAllowlist},
+		{"address entry with its port", nil, nil, []string{withPort("127.0.0.1")}, "GET", get(host, "/ip"), 200, ""},
+		{"address entry on default ports", nil, []int{port}, []string{"127.0.0.1"}, "CONNECT", connect(host), 200, ""},
+		{"address entry on another port", nil, nil, []string{"127.0.0.1"}, "GET", get(host, "/ip"), 403, ReasonPort},
+		{"loopback range entry", nil, nil, []string{withPort("127.0.0.0/8")}, "GET", get(host, "/ip"), 200, ""},
+		{"a range beyond loopback does not open the host", nil, nil, []string{withPort("0.0.0.0/0")}, "GET", get(host, "/ip"), 403, ReasonPrivateAddress},
+		{"name entry port does not open a literal", []netip.Prefix{loopback8}, nil, []string{"example.com:" + fmt.Sprint(port)}, "CONNECT", connect(host), 403, ReasonAllowlist},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tp := startProxy(t, Options{AllowCIDRs: []netip.Prefix{loopback8}, DefaultPorts: tc.ports}, tc.entries)
+			tp := startProxy(t, Options{AllowCIDRs: tc.cidrs, DefaultPorts: tc.ports}, tc.entries)
 			rc := dialProxy(t, tp.addr)
 			resp, body := rc.do(t, tc.method, tc.req)
 			if tc.status != 200 {

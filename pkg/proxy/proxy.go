@@ -6,15 +6,19 @@
 // Destination rules. A name must match the client's allowlist (host and
 // port) and resolve, as an absolute name so no search domain applies, to an
 // address the guard passes. The guard refuses private, loopback, link-local,
-// metadata and other special ranges unless an AllowCIDRs entry covers the
-// address, and refuses the proxy host's own addresses even then: a loopback
+// metadata, documentation and other special ranges, and every subnet the
+// proxy host is directly connected to, unless an AllowCIDRs entry covers the
+// address; it refuses the proxy host's own addresses even then: a loopback
 // address is opened only by a range lying inside loopback (127.0.0.0/8 or
 // narrower, ::1/128), any other host address (a tap gateway, the LAN
-// address) only by an entry naming exactly it (/32, /128). An IP-literal
-// destination is refused unless an AllowCIDRs entry covers it, and then
-// allowed only on the default ports (DefaultPorts, else the client list's,
-// 80 and 443 by default) and only if the guard passes it; allowlist entries
-// cannot name addresses, so no entry opens another port of an IP literal.
+// address) only by an entry naming exactly it (/32, /128).
+//
+// An IP-literal destination is decided by the client's allowlist alone: it
+// passes only when an address entry (192.0.2.10, 10.20.0.0/16, with an
+// optional :port) covers it, and the guard then exempts those entries instead
+// of AllowCIDRs, with the same rule for the host's own addresses. AllowCIDRs
+// never opens a literal: it widens where allowed names may resolve to, and
+// nothing else.
 package proxy
 
 import (
@@ -53,7 +57,7 @@ const MaxHeaderBytes = 64 << 10
 // Options configures a Proxy. Reload swaps everything except Registerer and
 // Logger for connections accepted afterwards.
 type Options struct {
-	AllowCIDRs   []netip.Prefix          // operator-allowed ranges exempt from the private-address guard (host's own addresses excepted, see package doc); also the only way to allow IP-literal destinations, on default ports only
+	AllowCIDRs   []netip.Prefix          // ranges the resolved addresses of allowed names may lie in despite the guard (host's own addresses excepted, see package doc); never opens an IP literal
 	Resolver     string                  // "" = system resolver (so /etc/hosts applies); else "ip:port" DNS server
 	Hosts        map[string][]netip.Addr // static name -> IPs override, consulted before the resolver
 	DefaultPorts []int                   // ports allowed for entries without :port; empty = the client list's own (80, 443 by default)

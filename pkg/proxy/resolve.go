@@ -165,10 +165,10 @@ func (c *ifaceCache) get(ttl time.Duration) ([]netip.Addr, []netip.Prefix) {
 	return addrs, nets
 }
 
-// allowedCIDR reports whether an operator range covers a.
-func (cfg *config) allowedCIDR(a netip.Addr) bool {
+// covered reports whether one of the exempt ranges covers a.
+func covered(exempt []netip.Prefix, a netip.Addr) bool {
 	a = a.Unmap()
-	for _, p := range cfg.cidrs {
+	for _, p := range exempt {
 		if p.Contains(a) {
 			return true
 		}
@@ -176,15 +176,15 @@ func (cfg *config) allowedCIDR(a netip.Addr) bool {
 	return false
 }
 
-// ownAddrAllowed reports whether the operator opened an address of the proxy
-// host itself. The rule: a loopback address is open when an allowed range
+// ownAddrAllowed reports whether an exempt range opens an address of the
+// proxy host itself. The rule: a loopback address is open when a range
 // covers it and lies entirely inside loopback (127.0.0.0/8 or narrower,
 // ::1/128), so a test or demo upstream on 127.x works; any other host
 // address (a tap gateway, the LAN address, 0.0.0.0) is open only through an
 // entry naming exactly that address (/32 or /128). A broad range such as
 // 10.0.0.0/8 therefore never opens the host's own services to a guest.
-func (cfg *config) ownAddrAllowed(a netip.Addr) bool {
-	for _, p := range cfg.cidrs {
+func ownAddrAllowed(exempt []netip.Prefix, a netip.Addr) bool {
+	for _, p := range exempt {
 		if !p.Contains(a) {
 			continue
 		}
@@ -205,18 +205,20 @@ func loopbackBits(a netip.Addr) int {
 	return 128
 }
 
-// guard returns nil if a may be dialed. An address of the proxy host (an
-// interface address, any loopback or the unspecified address) passes only
-// under ownAddrAllowed; any other address passes when an AllowCIDRs entry
+// guard returns nil if a may be dialed. exempt are the ranges the operator
+// opened for this destination: AllowCIDRs for the addresses of a name, the
+// client's address entries for an IP literal. An address of the proxy host
+// (an interface address, any loopback or the unspecified address) passes
+// only under ownAddrAllowed; any other address passes when an exempt range
 // covers it, or when it is outside every blocked range and every subnet the
 // proxy host is directly connected to (its LAN is as private as RFC 1918).
-func (p *Proxy) guard(cfg *config, a netip.Addr) error {
+func (p *Proxy) guard(exempt []netip.Prefix, a netip.Addr) error {
 	a = a.WithZone("").Unmap()
 	if !a.IsValid() {
 		return fmt.Errorf("%w: invalid address", ErrPrivateAddress)
 	}
 	if a.IsLoopback() || a.IsUnspecified() || p.ifaces.has(a) {
-		if cfg.ownAddrAllowed(a) {
+		if ownAddrAllowed(exempt, a) {
 			return nil
 		}
 		return fmt.Errorf("%w: %s is an address of the proxy host", ErrPrivateAddress, a)
@@ -224,11 +226,11 @@ func (p *Proxy) guard(cfg *config, a netip.Addr) error {
 	if v4, ok := embeddedV4(a); ok {
 		// A translator forwards to the embedded IPv4, so it must pass on its
 		// own, even when a range covers the IPv6 form.
-		if err := p.guard(cfg, v4); err != nil {
+		if err := p.guard(exempt, v4); err != nil {
 			return fmt.Errorf("%w (embedded in %s)", err, a)
 		}
 	}
-	if cfg.allowedCIDR(a) {
+	if covered(exempt, a) {
 		return nil
 	}
 	if blockedAddr(a) {
@@ -272,9 +274,9 @@ func embeddedV4(a netip.Addr) (netip.Addr, bool) {
 // Resolve looks host up (static Hosts first, then the configured resolver)
 // and returns the addresses the destination guard lets through, in resolver
 // order. If every address is refused the error wraps ErrPrivateAddress. An IP
-// literal is returned as is when an AllowCIDRs entry covers it and the guard
-// passes it, and refused otherwise. The DNS responder of the network jail uses this so it never
-// hands a sandbox an address the proxy would refuse.
+// literal is refused: only a client's allowlist can open one, and Resolve
+// knows no client. The DNS responder of the network jail uses this so it
+// never hands a sandbox an address the proxy would refuse.
 func (p *Proxy) Resolve(ctx context.Context, host string) ([]netip.Addr, error) {
 	return p.resolve(ctx, p.cfg.Load(), host)
 }
@@ -285,14 +287,7 @@ func (p *Proxy) resolve(ctx context.Context, cfg *config, host string) ([]netip.
 		return nil, err
 	}
 	if a, err := netip.ParseAddr(h); err == nil {
-		a = a.Unmap()
-		if !cfg.allowedCIDR(a) {
-			return nil, fmt.Errorf("%w: IP literal %s is not in an allowed CIDR", ErrPrivateAddress, a)
-		}
-		if err := p.guard(cfg, a); err != nil {
-			return nil, err
-		}
-		return []netip.Addr{a}, nil
+		return nil, fmt.Errorf("%w: %s is an IP literal; only an allowlist entry naming it opens it", ErrPrivateAddress, a)
 	}
 	addrs, ok := cfg.hosts[h]
 	if !ok {
@@ -311,7 +306,7 @@ func (p *Proxy) resolve(ctx context.Context, cfg *config, host string) ([]netip.
 	var firstErr error
 	for _, a := range addrs {
 		a = a.Unmap()
-		if err := p.guard(cfg, a); err != nil {
+		if err := p.guard(cfg.cidrs, a); err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/crackbox/crackbox/pkg/allow"
 )
 
 func TestBlockedAddr(t *testing.T) {
@@ -42,7 +44,7 @@ func TestBlockedAddr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.guard(p.cfg.Load(), netip.MustParseAddr("::ffff:127.0.0.1")); !errors.Is(err, ErrPrivateAddress) {
+	if err := p.guard(p.cfg.Load().cidrs, netip.MustParseAddr("::ffff:127.0.0.1")); !errors.Is(err, ErrPrivateAddress) {
 		t.Errorf("mapped loopback passed the guard: %v", err)
 	}
 }
@@ -54,7 +56,7 @@ func TestGuardOwnInterfaceAddress(t *testing.T) {
 	}
 	addrs, _ := p.ifaces.get(time.Second)
 	for _, a := range addrs {
-		if err := p.guard(p.cfg.Load(), a); !errors.Is(err, ErrPrivateAddress) {
+		if err := p.guard(p.cfg.Load().cidrs, a); !errors.Is(err, ErrPrivateAddress) {
 			t.Errorf("own interface address %s passed the guard", a)
 		}
 	}
@@ -123,7 +125,7 @@ func TestGuard(t *testing.T) {
 			p.ifaces.mu.Lock()
 			p.ifaces.addrs, p.ifaces.nets, p.ifaces.at = own, nets, time.Now().Add(time.Hour)
 			p.ifaces.mu.Unlock()
-			err = p.guard(p.cfg.Load(), netip.MustParseAddr(tc.addr))
+			err = p.guard(p.cfg.Load().cidrs, netip.MustParseAddr(tc.addr))
 			if tc.ok && err != nil {
 				t.Errorf("guard(%s) = %v, want allowed", tc.addr, err)
 			}
@@ -236,6 +238,51 @@ func TestParseSockaddr(t *testing.T) {
 	for _, b := range [][]byte{nil, {2}, v4[:6], v6[:20], {99, 0, 0, 0, 0, 0, 0, 0}} {
 		if _, err := parseSockaddr(b); !errors.Is(err, ErrNoOriginalDst) {
 			t.Errorf("parseSockaddr(%v) = %v", b, err)
+		}
+	}
+}
+
+// TestAuthorizeKeepsCIDRsAndLiteralsApart is the operator's case: allow_cidrs
+// holds 10.0.0.0/8 so git.internal may resolve into it. That must not let the
+// guest reach the rest of 10/8 by IP literal; only an allowlist entry does.
+func TestAuthorizeKeepsCIDRsAndLiteralsApart(t *testing.T) {
+	p, err := New(Options{
+		AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Hosts:      map[string][]netip.Addr{"git.internal": {netip.MustParseAddr("10.1.2.3")}},
+	}, NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10.213.0.1 poses as an address of the proxy host (a tap gateway).
+	addrs, nets := p.ifaces.get(time.Second)
+	p.ifaces.mu.Lock()
+	p.ifaces.addrs, p.ifaces.nets, p.ifaces.at = append(addrs, netip.MustParseAddr("10.213.0.1")), nets, time.Now().Add(time.Hour)
+	p.ifaces.mu.Unlock()
+	cases := []struct {
+		entries []string
+		host    string
+		reason  string
+	}{
+		{[]string{"git.internal"}, "git.internal", ""},
+		{[]string{"git.internal"}, "10.9.9.9", ReasonAllowlist},
+		{[]string{"git.internal"}, "10.1.2.3", ReasonAllowlist},
+		{[]string{"git.internal", "*"}, "10.9.9.9", ReasonAllowlist},
+		{[]string{"git.internal", "10.9.9.9"}, "10.9.9.9", ""},
+		{[]string{"10.9.0.0/16"}, "10.9.9.9", ""},
+		{[]string{"10.9.0.0/16"}, "10.10.0.1", ReasonAllowlist},
+		{[]string{"10.0.0.0/8"}, "10.213.0.1", ReasonPrivateAddress},
+		{[]string{"10.213.0.1"}, "10.213.0.1", ""},
+		{[]string{"0.0.0.0/0"}, "169.254.169.254", ""},
+		{[]string{"10.0.0.0/8"}, "169.254.169.254", ReasonAllowlist},
+	}
+	for _, tc := range cases {
+		l, err := allow.Parse(tc.entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := p.authorize(context.Background(), p.cfg.Load(), Client{ID: "c", Allow: l}, tc.host, 443)
+		if v.reason != tc.reason {
+			t.Errorf("allow %v, %s:443: reason %q (%s), want %q", tc.entries, tc.host, v.reason, v.detail, tc.reason)
 		}
 	}
 }

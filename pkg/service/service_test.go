@@ -222,7 +222,7 @@ func TestNetworkInheritance(t *testing.T) {
 	if err != nil || len(v.Rules) != 4 || !reflect.DeepEqual(v.Effective, cases["corp/eng/sre"]) {
 		t.Fatalf("view %+v %v", v, err)
 	}
-	for _, bad := range []string{"10.0.0.1", "exa mple.com", "", "*.com.*"} {
+	for _, bad := range []string{"10.0.0.1/8", "exa mple.com", "", "*.com.*"} {
 		if _, err := l.SetNetworkRule(admin, store.NetworkRule{Folder: "corp", Host: bad, Effect: "allow"}); Code(err) != CodeInvalid {
 			t.Errorf("host %q: %v", bad, err)
 		}
