@@ -82,11 +82,13 @@ func allowList(nf netFlags, mode string, defaultPorts []int) (*allow.List, error
 func runProxyOptions(cfg *config.Config, extraCIDRs []string) (proxy.Options, error) {
 	p := cfg.Proxy
 	opts := proxy.Options{
-		Resolver:     p.Resolver,
-		Hosts:        map[string][]netip.Addr{},
-		DefaultPorts: p.DefaultPorts,
-		DialTimeout:  p.DialTimeout.Duration,
-		IdleTimeout:  p.IdleTimeout.Duration,
+		Resolver:       p.Resolver,
+		Hosts:          map[string][]netip.Addr{},
+		DefaultPorts:   p.DefaultPorts,
+		DialTimeout:    p.DialTimeout.Duration,
+		IdleTimeout:    p.IdleTimeout.Duration,
+		HeaderTimeout:  p.HeaderTimeout.Duration,
+		MaxClientConns: p.MaxClientConns,
 	}
 	for _, s := range p.AllowCIDRs {
 		pfx, err := netip.ParsePrefix(s)

@@ -28,10 +28,15 @@ type Proxy struct {
 	Hosts        map[string][]string `toml:"hosts"`         // static name -> addresses, checked before DNS
 	DialTimeout  Duration            `toml:"dial_timeout"`
 	IdleTimeout  Duration            `toml:"idle_timeout"`
-	DecisionLog  string              `toml:"decision_log"` // JSON lines path; "-" is stderr; "" is off
-	StateFile    string              `toml:"state_file"`   // registry persistence; "" is off
-	DrainGrace   Duration            `toml:"drain_grace"`  // how long shutdown waits for open tunnels
-	Client       string              `toml:"client"`       // single-client mode: the one client IP
+	// HeaderTimeout bounds a request's line and headers (or a TLS ClientHello)
+	// from its first byte; MaxClientConns the connections one client address
+	// may hold open.
+	HeaderTimeout  Duration `toml:"header_timeout"`
+	MaxClientConns int      `toml:"max_client_conns"`
+	DecisionLog    string   `toml:"decision_log"` // JSON lines path; "-" is stderr; "" is off
+	StateFile      string   `toml:"state_file"`   // registry persistence; "" is off
+	DrainGrace     Duration `toml:"drain_grace"`  // how long shutdown waits for open tunnels
+	Client         string   `toml:"client"`       // single-client mode: the one client IP
 }
 
 // Admin configures the proxy daemon's HTTP admin API.
@@ -68,15 +73,17 @@ var (
 func Default() *Config {
 	return &Config{
 		Proxy: Proxy{
-			Listen:       ":3128",
-			Transparent:  ":3127",
-			Allow:        []string{},
-			AllowCIDRs:   []string{},
-			DefaultPorts: []int{80, 443},
-			Hosts:        map[string][]string{},
-			DialTimeout:  Duration{10 * time.Second},
-			IdleTimeout:  Duration{5 * time.Minute},
-			DrainGrace:   Duration{30 * time.Second},
+			Listen:         ":3128",
+			Transparent:    ":3127",
+			Allow:          []string{},
+			AllowCIDRs:     []string{},
+			DefaultPorts:   []int{80, 443},
+			Hosts:          map[string][]string{},
+			DialTimeout:    Duration{10 * time.Second},
+			IdleTimeout:    Duration{5 * time.Minute},
+			HeaderTimeout:  Duration{30 * time.Second},
+			MaxClientConns: 512,
+			DrainGrace:     Duration{30 * time.Second},
 		},
 		Admin: Admin{Listen: "127.0.0.1:3129"},
 		Run: Run{

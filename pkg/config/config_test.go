@@ -146,6 +146,8 @@ func TestInvalidValues(t *testing.T) {
 		{"proxy.client", "10.0.0", "not an IP"},
 		{"proxy.dial_timeout", "-1s", "negative"},
 		{"proxy.dial_timeout", "0", "must be positive"},
+		{"proxy.header_timeout", "0", "must be positive"},
+		{"proxy.max_client_conns", "0", "at least one connection"},
 		{"proxy.allow", "bad entry", "not a URL"},
 		{"proxy.allow", "*.co.uk", "public suffix"},
 		{"admin.listen", "localhost", "host:port"},

@@ -69,6 +69,12 @@ func (c *Config) Validate() error {
 	if p.DialTimeout.Duration == 0 {
 		add(invalid("proxy.dial_timeout", "must be positive, like \"10s\""))
 	}
+	if p.HeaderTimeout.Duration <= 0 {
+		add(invalid("proxy.header_timeout", "must be positive, like \"30s\""))
+	}
+	if p.MaxClientConns < 1 {
+		add(invalid("proxy.max_client_conns", "%d: allow each client at least one connection, e.g. 512", p.MaxClientConns))
+	}
 	if p.Client != "" {
 		if _, err := netip.ParseAddr(p.Client); err != nil {
 			add(invalid("proxy.client", "%q is not an IP address", p.Client))
