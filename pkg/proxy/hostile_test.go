@@ -204,3 +204,19 @@ func TestMaxClientConns(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDefaultMaxClientConns: with the option unset, as the network jail's tap
+// mode and proxy serve leave it, a client still meets the default limit.
+func TestDefaultMaxClientConns(t *testing.T) {
+	tp := startProxy(t, Options{Hosts: hostsFor("up.test")}, []string{"up.test"})
+	for range DefaultMaxClientConns {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	over := dialProxy(t, tp.addr)
+	resp, body := over.do(t, "GET", get("up.test", "/"))
+	expectRefusal(t, resp, body, http.StatusServiceUnavailable, ReasonTooManyConns)
+}
