@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -80,10 +80,8 @@ func (a *turnsAPI) budget(w http.ResponseWriter, r *http.Request) error {
 		}
 	case http.MethodPut:
 		var in budgetSet
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return fmt.Errorf("malformed JSON body (want {\"max_turns_per_day\": N or null}): %v: %w", err, service.ErrInvalid)
+		if err := api.Decode(w, r, &in); err != nil {
+			return err
 		}
 		if err := a.l.Gate().Check(ctx, p, "folder:budget", f); err != nil {
 			return err
@@ -91,8 +89,6 @@ func (a *turnsAPI) budget(w http.ResponseWriter, r *http.Request) error {
 		if err := writeBudget(ctx, a.st, f, in); err != nil {
 			return err
 		}
-	default:
-		return methodErr(r)
 	}
 	b, err := readBudget(ctx, a.st, f, a.maxTurns)
 	if errors.Is(err, store.ErrNotFound) {
@@ -101,7 +97,7 @@ func (a *turnsAPI) budget(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSONBody(w, http.StatusOK, b)
+	return api.WriteJSON(w, http.StatusOK, b)
 }
 
 // folderBudget shows, and with set changes, a folder's budget through the

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,83 +134,33 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 	go func() { defer wg.Done(); d.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal})
-	ext := &turnsAPI{l: l, st: st, d: d, sum: sha256.Sum256([]byte(token)), maxTurns: tc.MaxTurnsPerDay}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/adapters", ext.auth(ext.setAdapter))
-	mux.HandleFunc("/v1/adapters/{platform}", ext.auth(ext.deleteAdapter))
-	mux.HandleFunc("/v1/turns", ext.auth(ext.listTurns))
-	mux.HandleFunc("/v1/turns/{id}", ext.auth(ext.showTurn))
-	mux.HandleFunc("/v1/budgets/{folder...}", ext.auth(ext.budget))
-	mux.Handle("/", core)
-	return mux, func() { cancel(); wg.Wait() }, nil
+	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	ext := &turnsAPI{l: l, st: st, d: d, maxTurns: tc.MaxTurnsPerDay}
+	core.Handle("/v1/adapters", map[string]api.HandlerFunc{"POST": ext.setAdapter})
+	core.Handle("/v1/adapters/{platform}", map[string]api.HandlerFunc{"DELETE": ext.deleteAdapter})
+	core.Handle("/v1/turns", map[string]api.HandlerFunc{"GET": ext.listTurns})
+	core.Handle("/v1/turns/{id}", map[string]api.HandlerFunc{"GET": ext.showTurn})
+	core.Handle("/v1/budgets/{folder...}", map[string]api.HandlerFunc{"GET": ext.budget, "PUT": ext.budget})
+	return core, func() { cancel(); wg.Wait() }, nil
 }
 
-// turnsAPI serves the pipeline's endpoints with the core API's token and
-// error envelope; every request is authorized by the acl gate.
+// turnsAPI serves the pipeline's endpoints on the core API's server, behind
+// its tokens and error envelope; every request is authorized by the acl gate.
 type turnsAPI struct {
-	l   *service.Local
-	st  *store.Store
-	d   *delivery.Deliverer
-	sum [32]byte
+	l  *service.Local
+	st *store.Store
+	d  *delivery.Deliverer
 	// maxTurns is the instance default of the per-folder turn budget.
 	maxTurns int
 }
 
-func (a *turnsAPI) auth(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(tok))
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.sum[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
-			writeEnvelope(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or invalid bearer token (Authorization: Bearer <token>)")
-			return
-		}
-		r = r.WithContext(service.WithPrincipal(r.Context(), service.AdminPrincipal))
-		if err := h(w, r); err != nil {
-			status, code := http.StatusInternalServerError, service.Code(err)
-			switch code {
-			case service.CodeInvalid:
-				status = http.StatusBadRequest
-			case service.CodeNotFound:
-				status = http.StatusNotFound
-			case service.CodeDenied:
-				status = http.StatusForbidden
-			}
-			writeEnvelope(w, status, code, err.Error())
-		}
-	}
-}
-
-func writeEnvelope(w http.ResponseWriter, status int, code, msg string) {
-	writeJSONBody(w, status, service.Error{Code: code, Message: msg})
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(v)
-}
-
-func methodErr(r *http.Request) error {
-	return fmt.Errorf("%s %s: method not allowed: %w", r.Method, r.URL.Path, service.ErrInvalid)
-}
-
 func (a *turnsAPI) setAdapter(w http.ResponseWriter, r *http.Request) error {
-	if r.Method == http.MethodGet {
-		return methodErr(r)
-	}
-	if r.Method != http.MethodPost {
-		return methodErr(r)
-	}
 	var in store.Adapter
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return fmt.Errorf("malformed JSON body (want {\"platform\", \"callback_url\"}): %v: %w", err, service.ErrInvalid)
+	if err := api.Decode(w, r, &in); err != nil {
+		return err
 	}
-	if in.Platform == "" || len(in.Platform) > 64 || strings.ContainsAny(in.Platform, ": /") {
-		return fmt.Errorf("platform %q: want 1..64 characters without ':', '/' or spaces: %w", in.Platform, service.ErrInvalid)
+	if err := service.ValidPlatform(in.Platform); err != nil {
+		return err
 	}
 	if err := delivery.ValidCallback(in.CallbackURL); err != nil {
 		return fmt.Errorf("%w: %w", err, service.ErrInvalid)
@@ -225,13 +172,10 @@ func (a *turnsAPI) setAdapter(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a.d.Wake()
-	return writeJSONBody(w, http.StatusOK, in)
+	return api.WriteJSON(w, http.StatusOK, in)
 }
 
 func (a *turnsAPI) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodDelete {
-		return methodErr(r)
-	}
 	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:rm", ""); err != nil {
 		return err
 	}
@@ -243,9 +187,6 @@ func (a *turnsAPI) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (a *turnsAPI) listTurns(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return methodErr(r)
-	}
 	f := r.URL.Query().Get("folder")
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", f); err != nil {
@@ -258,7 +199,7 @@ func (a *turnsAPI) listTurns(w http.ResponseWriter, r *http.Request) error {
 	if ts == nil {
 		ts = []store.Turn{}
 	}
-	return writeJSONBody(w, http.StatusOK, ts)
+	return api.WriteJSON(w, http.StatusOK, ts)
 }
 
 // TurnDetail is a turn with what it read and what it sent.
@@ -269,9 +210,6 @@ type TurnDetail struct {
 }
 
 func (a *turnsAPI) showTurn(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return methodErr(r)
-	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
 		return fmt.Errorf("turn id %q: want a number: %w", r.PathValue("id"), service.ErrInvalid)
@@ -283,7 +221,7 @@ func (a *turnsAPI) showTurn(w http.ResponseWriter, r *http.Request) error {
 	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", d.Folder); err != nil {
 		return err
 	}
-	return writeJSONBody(w, http.StatusOK, d)
+	return api.WriteJSON(w, http.StatusOK, d)
 }
 
 func turnDetail(ctx context.Context, st *store.Store, id int64) (TurnDetail, error) {

@@ -44,6 +44,11 @@ type Service interface {
 	RemoveSecret(ctx context.Context, scope, name string) error
 	ListSecrets(ctx context.Context, scope string) ([]store.SecretName, error)
 	RotateSecrets(ctx context.Context) (int, error)
+
+	AddToken(ctx context.Context, in TokenIn) (NewToken, error)
+	ListTokens(ctx context.Context) ([]store.Token, error)
+	RemoveToken(ctx context.Context, name string) error
+	ListOutbound(ctx context.Context, platform string, limit int) ([]store.Outbound, error)
 }
 
 // MessageIn is an inbound message as an adapter delivers it.
