@@ -55,7 +55,7 @@ func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	const token = "0123456789abcdef0123"
-	h, stop, err := startTurns(ctx, tc, l, token)
+	h, stop, err := startTurns(ctx, tc, l, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestChatThroughPipeline(t *testing.T) {
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	defer func() { newTurnRunner = prev }()
 	const token = "0123456789abcdef0123"
-	h, stop, err := startTurns(ctx, TurnsConfig{}, l, token)
+	h, stop, err := startTurns(ctx, TurnsConfig{}, l, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer os.Remove(infoPath)
 
-	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token)
+	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token, url)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestScopedTokensOnPipelineRoutes(t *testing.T) {
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	defer func() { newTurnRunner = prev }()
-	h, stop, err := startTurns(ctx, TurnsConfig{}, l, "0123456789abcdef0123")
+	h, stop, err := startTurns(ctx, TurnsConfig{}, l, "0123456789abcdef0123", "")
 	if err != nil {
 		t.Fatal(err)
 	}

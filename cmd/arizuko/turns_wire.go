@@ -18,6 +18,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/pkg/webchat"
 )
 
 // TurnsConfig is the [turns] section of arizuko.toml.
@@ -103,9 +104,10 @@ func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (
 
 // startTurns starts the turn pipeline (queue, per-folder MCP sockets,
 // delivery) on l and returns the daemon's HTTP handler: the core API plus
-// /v1/adapters and /v1/turns. stop ends the pipeline; an open turn cut off by
+// /v1/adapters, /v1/turns, /v1/budgets and the web chat, whose adapter is
+// reached at self, the daemon's URL ("" leaves it unregistered). stop ends the pipeline; an open turn cut off by
 // it runs again at the next start.
-func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token string) (http.Handler, func(), error) {
+func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, self string) (http.Handler, func(), error) {
 	if err := tc.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -141,6 +143,15 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 	core.Handle("/v1/turns", map[string]api.HandlerFunc{"GET": ext.listTurns})
 	core.Handle("/v1/turns/{id}", map[string]api.HandlerFunc{"GET": ext.showTurn})
 	core.Handle("/v1/budgets/{folder...}", map[string]api.HandlerFunc{"GET": ext.budget, "PUT": ext.budget})
+	wc := webchat.New(l, kickingService{l, q}.PostMessage, 0)
+	wc.Register(core)
+	if self != "" {
+		if err := wc.Attach(ctx, self); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, nil, fmt.Errorf("web chat adapter: %w", err)
+		}
+	}
 	return core, func() { cancel(); wg.Wait() }, nil
 }
 

@@ -73,6 +73,13 @@ func (s *Server) Handle(path string, methods map[string]HandlerFunc) {
 	s.handle(path, true, methods)
 }
 
+// Mount serves h for method and path without a token: pages whose content
+// is public, and callbacks that check their own secret.
+func (s *Server) Mount(method, path string, h http.Handler) {
+	s.routes = append(s.routes, Route{Method: method, Path: path, Class: Public})
+	s.mux.Handle(method+" "+path, h)
+}
+
 // Routes lists every method and path registered, with its class.
 func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 
