@@ -59,6 +59,10 @@ func TestScopedTokensOnPipelineRoutes(t *testing.T) {
 		{"adapter removes an adapter", slack, "DELETE", "/v1/adapters/tg", "", 403},
 		{"adapter lists turns", slack, "GET", "/v1/turns", "", 403},
 		{"adapter posts", slack, "POST", "/v1/messages", `{"chat_jid":"slack:1","text":"hi"}`, 201},
+		{"adapter posts through the web chat", slack, "POST", "/v1/webchat/messages", `{"folder":"a","text":"hi"}`, 403},
+		{"read posts through the web chat", read, "POST", "/v1/webchat/messages", `{"folder":"a","text":"hi"}`, 403},
+		{"read follows the web chat", read, "GET", "/v1/webchat/folders", "", 200},
+		{"forged delivery to the web chat", "", "POST", "/webchat/hook/0123456789abcdef0123456789abcdef/send", `{"id":1,"chat_jid":"web:a","text":"x"}`, 404},
 	}
 	for _, c := range cases {
 		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))

@@ -14,6 +14,7 @@ func (s *Server) register() {
 	s.handle("/health", false, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}})
+	s.registerOpenAPI()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, service.CodeNotFound, "no such endpoint: "+r.URL.Path)
 	})
