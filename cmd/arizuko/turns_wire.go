@@ -41,7 +41,7 @@ type TurnsConfig struct {
 	ObserveWindowChars    int `toml:"observe_window_chars"`
 	// CredentialKeys are folder secrets every agent gets (its model credential).
 	CredentialKeys []string `toml:"credential_keys"`
-	// MaxTurnsPerDay caps each folder's turns over a sliding 24 h (0 =
+	// MaxTurnsPerDay (given to service.Open) caps each folder's turns over a sliding 24 h (0 =
 	// unlimited); `arizuko folder budget FOLDER N` overrides it per folder.
 	MaxTurnsPerDay int `toml:"max_turns_per_day"`
 }
@@ -57,8 +57,8 @@ func (tc TurnsConfig) validate() error {
 		return fmt.Errorf("turns.max_concurrent_guests %d: want 0 (default 5) to 1000", tc.MaxConcurrentGuests)
 	case tc.MaxDelegationDepth < 0 || tc.MaxDelegationDepth > 32:
 		return fmt.Errorf("turns.max_delegation_depth %d: want 0 (default 3) to 32", tc.MaxDelegationDepth)
-	case tc.MaxTurnsPerDay < 0 || tc.MaxTurnsPerDay > maxTurnBudget:
-		return fmt.Errorf("turns.max_turns_per_day %d: want 0 (unlimited) to %d", tc.MaxTurnsPerDay, maxTurnBudget)
+	case tc.MaxTurnsPerDay < 0 || tc.MaxTurnsPerDay > service.MaxTurnBudget:
+		return fmt.Errorf("turns.max_turns_per_day %d: want 0 (unlimited) to %d", tc.MaxTurnsPerDay, service.MaxTurnBudget)
 	case tc.TurnTimeout.Duration < 0:
 		return fmt.Errorf("turns.turn_timeout %s: want a positive duration", tc.TurnTimeout.Duration)
 	case tc.GuestHome != "" && (!strings.HasPrefix(tc.GuestHome, "/") || tc.GuestHome == "/"):
@@ -81,10 +81,20 @@ var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1}
 }
 
-// kickingService wakes the turn queue for every routed message it accepts.
+// kickingService wakes the turn queue for every routed message it accepts,
+// and the deliverer for every adapter it registers.
 type kickingService struct {
 	*service.Local
 	q *turn.Queue
+	d *delivery.Deliverer
+}
+
+func (k kickingService) SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error) {
+	out, err := k.Local.SetAdapter(ctx, a)
+	if err == nil {
+		k.d.Wake()
+	}
+	return out, err
 }
 
 func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (service.Ingest, error) {
@@ -127,7 +137,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		ObserveMessages: envInt("OBSERVE_WINDOW_MESSAGES", tc.ObserveWindowMessages),
 		ObserveChars:    envInt("OBSERVE_WINDOW_CHARS", tc.ObserveWindowChars),
 		CredentialKeys:  tc.CredentialKeys,
-		MaxTurnsPerDay:  tc.MaxTurnsPerDay,
+		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
 	})
 	var wg sync.WaitGroup
@@ -136,14 +146,8 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	go func() { defer wg.Done(); d.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
-	ext := &turnsAPI{l: l, st: st, d: d, maxTurns: tc.MaxTurnsPerDay}
-	core.Handle("/v1/adapters", map[string]api.HandlerFunc{"POST": ext.setAdapter})
-	core.Handle("/v1/adapters/{platform}", map[string]api.HandlerFunc{"DELETE": ext.deleteAdapter})
-	core.Handle("/v1/turns", map[string]api.HandlerFunc{"GET": ext.listTurns})
-	core.Handle("/v1/turns/{id}", map[string]api.HandlerFunc{"GET": ext.showTurn})
-	core.Handle("/v1/budgets/{folder...}", map[string]api.HandlerFunc{"GET": ext.budget, "PUT": ext.budget})
-	wc := webchat.New(l, kickingService{l, q}.PostMessage, 0)
+	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
 	wc.Register(core)
 	if self != "" {
 		if err := wc.Attach(ctx, self); err != nil {
@@ -153,99 +157,6 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		}
 	}
 	return core, func() { cancel(); wg.Wait() }, nil
-}
-
-// turnsAPI serves the pipeline's endpoints on the core API's server, behind
-// its tokens and error envelope; every request is authorized by the acl gate.
-type turnsAPI struct {
-	l  *service.Local
-	st *store.Store
-	d  *delivery.Deliverer
-	// maxTurns is the instance default of the per-folder turn budget.
-	maxTurns int
-}
-
-func (a *turnsAPI) setAdapter(w http.ResponseWriter, r *http.Request) error {
-	var in store.Adapter
-	if err := api.Decode(w, r, &in); err != nil {
-		return err
-	}
-	if err := service.ValidPlatform(in.Platform); err != nil {
-		return err
-	}
-	if err := delivery.ValidCallback(in.CallbackURL); err != nil {
-		return fmt.Errorf("%w: %w", err, service.ErrInvalid)
-	}
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:set", ""); err != nil {
-		return err
-	}
-	if err := a.st.SetAdapter(r.Context(), in); err != nil {
-		return err
-	}
-	a.d.Wake()
-	return api.WriteJSON(w, http.StatusOK, in)
-}
-
-func (a *turnsAPI) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:rm", ""); err != nil {
-		return err
-	}
-	if err := a.st.DeleteAdapter(r.Context(), r.PathValue("platform")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (a *turnsAPI) listTurns(w http.ResponseWriter, r *http.Request) error {
-	f := r.URL.Query().Get("folder")
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", f); err != nil {
-		return err
-	}
-	ts, err := a.st.ListTurns(r.Context(), f, limit)
-	if err != nil {
-		return err
-	}
-	if ts == nil {
-		ts = []store.Turn{}
-	}
-	return api.WriteJSON(w, http.StatusOK, ts)
-}
-
-// TurnDetail is a turn with what it read and what it sent.
-type TurnDetail struct {
-	store.Turn
-	Messages []store.Message  `json:"messages"`
-	Outbound []store.Outbound `json:"outbound"`
-}
-
-func (a *turnsAPI) showTurn(w http.ResponseWriter, r *http.Request) error {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil {
-		return fmt.Errorf("turn id %q: want a number: %w", r.PathValue("id"), service.ErrInvalid)
-	}
-	d, err := turnDetail(r.Context(), a.st, id)
-	if err != nil {
-		return err
-	}
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", d.Folder); err != nil {
-		return err
-	}
-	return api.WriteJSON(w, http.StatusOK, d)
-}
-
-func turnDetail(ctx context.Context, st *store.Store, id int64) (TurnDetail, error) {
-	t, err := st.GetTurn(ctx, id)
-	if err != nil {
-		return TurnDetail{}, err
-	}
-	d := TurnDetail{Turn: t}
-	if d.Messages, err = st.TurnMessages(ctx, t); err != nil {
-		return d, err
-	}
-	d.Outbound, err = st.TurnOutbound(ctx, id)
-	return d, err
 }
 
 // errNoDaemon is returned by commands that need the running daemon.

@@ -186,6 +186,7 @@ func (s *Server) register() {
 		},
 	})
 	s.registerTokens()
+	s.registerPipeline()
 	s.handle("/v1/secrets/rotate", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
 		n, err := s.svc.RotateSecrets(r.Context())
 		return reply(w, http.StatusOK, map[string]int{"resealed": n}, err)
