@@ -59,13 +59,24 @@ func New(l *service.Local, post func(context.Context, service.MessageIn) (servic
 // Register adds the page, its endpoints and the delivery hook to s.
 func (c *Chat) Register(s *api.Server) {
 	sub, _ := fs.Sub(assets, "assets")
-	static := http.FileServerFS(sub)
+	static := hardened(http.FileServerFS(sub))
 	s.Mount("GET", "/{$}", static)
 	s.Mount("GET", "/webchat/{file}", http.StripPrefix("/webchat/", static))
 	s.Mount("POST", "/webchat/hook/{secret}/send", http.HandlerFunc(c.hook))
 	s.Handle("/v1/webchat/folders", map[string]api.HandlerFunc{"GET": c.folders})
 	s.Handle("/v1/webchat/messages", map[string]api.HandlerFunc{"POST": c.send})
 	s.Handle("/v1/webchat/events", map[string]api.HandlerFunc{"GET": c.events})
+}
+
+// hardened serves the page so that it runs only its own script, cannot be
+// framed, and sends no referrer: the token it holds stays with it.
+func hardened(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Attach makes this process the webchat platform's adapter, reached at base
@@ -203,10 +214,10 @@ func (c *Chat) news(ctx context.Context, f string, st *streamState) ([]Event, er
 		return nil, err
 	}
 	for i := range ms {
+		// Every message of the chat, a delegate's reply into it included;
+		// the stream was opened with message:read on the whole tree.
 		st.after = ms[i].ID
-		if ms[i].Folder == f || ms[i].Folder == "" {
-			out = append(out, Event{Message: &ms[i]})
-		}
+		out = append(out, Event{Message: &ms[i]})
 	}
 	ts, err := c.st.ListTurns(ctx, f, 5)
 	if err != nil {
