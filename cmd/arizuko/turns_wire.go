@@ -113,10 +113,10 @@ func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (
 }
 
 // startTurns starts the turn pipeline (queue, per-folder MCP sockets,
-// delivery) on l and returns the daemon's HTTP handler: the core API plus
-// /v1/adapters, /v1/turns, /v1/budgets and the web chat, whose adapter is
-// reached at self, the daemon's URL ("" leaves it unregistered). stop ends the pipeline; an open turn cut off by
-// it runs again at the next start.
+// delivery) on l and returns the daemon's HTTP handler: the API and the web
+// chat, whose adapter is reached at self, the daemon's URL ("" leaves it
+// unregistered). stop ends the pipeline; an open turn cut off by it runs
+// again at the next start.
 func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, self string) (http.Handler, func(), error) {
 	if err := tc.validate(); err != nil {
 		return nil, nil, err
