@@ -111,12 +111,17 @@ func TestWebChatInChromium(t *testing.T) {
 	go srv.Serve(ln)
 	defer srv.Close()
 
-	wait, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	// Generous: the guest may wait for one of the machine's two slots.
+	wait, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			shot(t, wd)
+			ts, _ := l.Store().ListTurns(ctx, "", 10)
+			for _, tr := range ts {
+				t.Logf("turn %d %s: %s attempts %d outcome %q error %q", tr.ID, tr.Folder, tr.Status, tr.Attempts, tr.Outcome, tr.Error)
+			}
 			t.Fatal(err)
 		}
 	}
