@@ -29,7 +29,7 @@ func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string
 	}
 	t.Cleanup(func() { os.RemoveAll(data) })
 	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true})
+	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true, MaxTurnsPerDay: tc.MaxTurnsPerDay})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	const token = "0123456789abcdef0123"
-	h, stop, err := startTurns(ctx, tc, l, token)
+	h, stop, err := startTurns(ctx, tc, l, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,16 +140,16 @@ func TestChatBudgetNotice(t *testing.T) {
 	if got := out.String(); got != want {
 		t.Fatalf("chat past the budget printed %q, want %q", got, want)
 	}
-	var b FolderBudget
+	var b service.FolderBudget
 	if err := daemonCall(ctx, base, token, "GET", "/v1/budgets/a", nil, &b); err != nil || b.Effective != 1 || b.Own != nil || b.Used != 1 {
 		t.Fatalf("budget %+v %v", b, err)
 	}
 	n := 5
-	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", budgetSet{MaxTurnsPerDay: &n}, &b); err != nil || b.Effective != 5 || b.Own == nil {
+	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", service.BudgetIn{MaxTurnsPerDay: &n}, &b); err != nil || b.Effective != 5 || b.Own == nil {
 		t.Fatalf("set budget %+v %v", b, err)
 	}
 	bad := -2
-	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", budgetSet{MaxTurnsPerDay: &bad}, nil); service.Code(err) != service.CodeInvalid {
+	if err := daemonCall(ctx, base, token, "PUT", "/v1/budgets/a", service.BudgetIn{MaxTurnsPerDay: &bad}, nil); service.Code(err) != service.CodeInvalid {
 		t.Fatalf("negative budget: %v", err)
 	}
 	if err := daemonCall(ctx, base, token, "GET", "/v1/budgets/nope", nil, nil); service.Code(err) != service.CodeNotFound {

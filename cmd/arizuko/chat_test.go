@@ -71,7 +71,7 @@ func TestChatThroughPipeline(t *testing.T) {
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	defer func() { newTurnRunner = prev }()
 	const token = "0123456789abcdef0123"
-	h, stop, err := startTurns(ctx, TurnsConfig{}, l, token)
+	h, stop, err := startTurns(ctx, TurnsConfig{}, l, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestChatThroughPipeline(t *testing.T) {
 	if err := daemonCall(ctx, srv.URL, token, http.MethodGet, "/v1/turns?folder=a", nil, &ts); err != nil || len(ts) != 1 || ts[0].Status != store.TurnDone {
 		t.Fatalf("turns %+v %v", ts, err)
 	}
-	var d TurnDetail
+	var d service.TurnDetail
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if err := daemonCall(ctx, srv.URL, token, http.MethodGet, "/v1/turns/1", nil, &d); err != nil {
 			t.Fatal(err)

@@ -100,7 +100,8 @@ func connect(ctx context.Context) (service.Service, context.Context, func(), err
 		lock.Close()
 		return nil, ctx, nil, kerr
 	}
-	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration})
+	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay})
 	if err != nil {
 		lock.Close()
 		return nil, ctx, nil, err

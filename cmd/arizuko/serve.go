@@ -68,7 +68,8 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer lock.Close()
 
-	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration})
+	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay})
 	if err != nil {
 		return err
 	}
@@ -90,7 +91,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer os.Remove(infoPath)
 
-	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token)
+	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token, url)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // `arizuko folder budget` on the data dir and through a running daemon.
@@ -42,7 +44,7 @@ func TestTurnsConfigBudget(t *testing.T) {
 	for _, c := range []struct {
 		n  int
 		ok bool
-	}{{0, true}, {50, true}, {maxTurnBudget, true}, {-1, false}, {maxTurnBudget + 1, false}} {
+	}{{0, true}, {50, true}, {service.MaxTurnBudget, true}, {-1, false}, {service.MaxTurnBudget + 1, false}} {
 		err := TurnsConfig{MaxTurnsPerDay: c.n}.validate()
 		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), "turns.max_turns_per_day")) {
 			t.Errorf("max_turns_per_day %d: %v", c.n, err)

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -51,90 +48,9 @@ func daemonEndpoint(cfg *Config) (string, string, error) {
 	return strings.TrimSuffix(server, "/"), token, nil
 }
 
-// daemonCall does one JSON request against the daemon; a non-2xx answer
-// becomes the envelope's error, classified like the API client's.
+// daemonCall does one JSON request against the daemon through the API client.
 func daemonCall(ctx context.Context, base, token, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("daemon %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if resp.StatusCode/100 != 2 {
-		var e service.Error
-		if json.Unmarshal(b, &e) == nil && e.Message != "" {
-			return &e
-		}
-		return fmt.Errorf("daemon answered %s", resp.Status)
-	}
-	if out == nil || len(b) == 0 {
-		return nil
-	}
-	return json.Unmarshal(b, out)
-}
-
-// withTurnStore runs fn on the data dir's store when no daemon runs, after
-// authorizing turn:read for the admin principal like every other caller.
-func withTurnStore(ctx context.Context, scope string, fn func(st *store.Store) error) error {
-	return withService(ctx, func(ctx context.Context, s service.Service) error {
-		l, ok := s.(*service.Local)
-		if !ok {
-			return errors.New("a daemon started meanwhile; run the command again")
-		}
-		if err := l.Gate().Check(ctx, service.Principal(ctx), "turn:read", scope); err != nil {
-			return err
-		}
-		return fn(l.Store())
-	})
-}
-
-func listTurns(ctx context.Context, cfg *Config, folder string, limit int) ([]store.Turn, error) {
-	base, token, err := daemonEndpoint(cfg)
-	if err == nil {
-		q := url.Values{"folder": {folder}, "limit": {fmt.Sprint(limit)}}
-		var ts []store.Turn
-		return ts, daemonCall(ctx, base, token, http.MethodGet, "/v1/turns?"+q.Encode(), nil, &ts)
-	}
-	if !errors.Is(err, errNoDaemon) {
-		return nil, err
-	}
-	var ts []store.Turn
-	err = withTurnStore(ctx, folder, func(st *store.Store) error {
-		ts, err = st.ListTurns(ctx, folder, limit)
-		return err
-	})
-	return ts, err
-}
-
-func showTurn(ctx context.Context, cfg *Config, id int64) (TurnDetail, error) {
-	base, token, err := daemonEndpoint(cfg)
-	if err == nil {
-		var d TurnDetail
-		return d, daemonCall(ctx, base, token, http.MethodGet, fmt.Sprintf("/v1/turns/%d", id), nil, &d)
-	}
-	if !errors.Is(err, errNoDaemon) {
-		return TurnDetail{}, err
-	}
-	var d TurnDetail
-	err = withTurnStore(ctx, "", func(st *store.Store) error {
-		d, err = turnDetail(ctx, st, id)
-		return err
-	})
-	return d, err
+	return api.NewClient(base, token).Do(ctx, method, path, body, out)
 }
 
 func when(ms int64) string {
@@ -174,12 +90,8 @@ func init() {
 		Use:   "ls",
 		Short: "List the newest turns",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			ts, err := listTurns(cmd.Context(), cfg, folder, limit)
+		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+			ts, err := s.ListTurns(ctx, folder, limit)
 			if err != nil || flagJSON {
 				return jsonOr(ts, err)
 			}
@@ -194,7 +106,7 @@ func init() {
 				}
 			})
 			return nil
-		},
+		}),
 	}
 	ls.Flags().StringVar(&folder, "folder", "", "only this folder's turns")
 	ls.Flags().IntVar(&limit, "limit", 20, "how many turns")
@@ -202,16 +114,12 @@ func init() {
 		Use:   "show ID",
 		Short: "Show one turn: its messages, replies, exit code and egress summary",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
 			var id int64
 			if _, err := fmt.Sscan(args[0], &id); err != nil || id <= 0 {
 				return fmt.Errorf("turn id %q: want a positive number: %w", args[0], service.ErrInvalid)
 			}
-			cfg, err := loadConfig()
-			if err != nil {
-				return err
-			}
-			d, err := showTurn(cmd.Context(), cfg, id)
+			d, err := s.GetTurn(ctx, id)
 			if err != nil || flagJSON {
 				return jsonOr(d, err)
 			}
@@ -236,7 +144,7 @@ func init() {
 				fmt.Printf("  #%d -> %s [%s, %d attempt(s)]: %s\n", o.ID, o.ChatJID, o.Status, o.Attempts, clip(o.Text, 200))
 			}
 			return nil
-		},
+		}),
 	}
 	turns.AddCommand(ls, show)
 	root.AddCommand(turns)

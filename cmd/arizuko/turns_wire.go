@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +18,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/pkg/webchat"
 )
 
 // TurnsConfig is the [turns] section of arizuko.toml.
@@ -43,7 +41,7 @@ type TurnsConfig struct {
 	ObserveWindowChars    int `toml:"observe_window_chars"`
 	// CredentialKeys are folder secrets every agent gets (its model credential).
 	CredentialKeys []string `toml:"credential_keys"`
-	// MaxTurnsPerDay caps each folder's turns over a sliding 24 h (0 =
+	// MaxTurnsPerDay (given to service.Open) caps each folder's turns over a sliding 24 h (0 =
 	// unlimited); `arizuko folder budget FOLDER N` overrides it per folder.
 	MaxTurnsPerDay int `toml:"max_turns_per_day"`
 }
@@ -59,8 +57,8 @@ func (tc TurnsConfig) validate() error {
 		return fmt.Errorf("turns.max_concurrent_guests %d: want 0 (default 5) to 1000", tc.MaxConcurrentGuests)
 	case tc.MaxDelegationDepth < 0 || tc.MaxDelegationDepth > 32:
 		return fmt.Errorf("turns.max_delegation_depth %d: want 0 (default 3) to 32", tc.MaxDelegationDepth)
-	case tc.MaxTurnsPerDay < 0 || tc.MaxTurnsPerDay > maxTurnBudget:
-		return fmt.Errorf("turns.max_turns_per_day %d: want 0 (unlimited) to %d", tc.MaxTurnsPerDay, maxTurnBudget)
+	case tc.MaxTurnsPerDay < 0 || tc.MaxTurnsPerDay > service.MaxTurnBudget:
+		return fmt.Errorf("turns.max_turns_per_day %d: want 0 (unlimited) to %d", tc.MaxTurnsPerDay, service.MaxTurnBudget)
 	case tc.TurnTimeout.Duration < 0:
 		return fmt.Errorf("turns.turn_timeout %s: want a positive duration", tc.TurnTimeout.Duration)
 	case tc.GuestHome != "" && (!strings.HasPrefix(tc.GuestHome, "/") || tc.GuestHome == "/"):
@@ -83,10 +81,20 @@ var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1}
 }
 
-// kickingService wakes the turn queue for every routed message it accepts.
+// kickingService wakes the turn queue for every routed message it accepts,
+// and the deliverer for every adapter it registers.
 type kickingService struct {
 	*service.Local
 	q *turn.Queue
+	d *delivery.Deliverer
+}
+
+func (k kickingService) SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error) {
+	out, err := k.Local.SetAdapter(ctx, a)
+	if err == nil {
+		k.d.Wake()
+	}
+	return out, err
 }
 
 func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (service.Ingest, error) {
@@ -105,10 +113,11 @@ func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (
 }
 
 // startTurns starts the turn pipeline (queue, per-folder MCP sockets,
-// delivery) on l and returns the daemon's HTTP handler: the core API plus
-// /v1/adapters and /v1/turns. stop ends the pipeline; an open turn cut off by
-// it runs again at the next start.
-func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token string) (http.Handler, func(), error) {
+// delivery) on l and returns the daemon's HTTP handler: the API and the web
+// chat, whose adapter is reached at self, the daemon's URL ("" leaves it
+// unregistered). stop ends the pipeline; an open turn cut off by it runs
+// again at the next start.
+func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, self string) (http.Handler, func(), error) {
 	if err := tc.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -128,7 +137,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 		ObserveMessages: envInt("OBSERVE_WINDOW_MESSAGES", tc.ObserveWindowMessages),
 		ObserveChars:    envInt("OBSERVE_WINDOW_CHARS", tc.ObserveWindowChars),
 		CredentialKeys:  tc.CredentialKeys,
-		MaxTurnsPerDay:  tc.MaxTurnsPerDay,
+		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
 	})
 	var wg sync.WaitGroup
@@ -137,166 +146,17 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token str
 	go func() { defer wg.Done(); d.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kickingService{l, q}, map[string]string{token: service.AdminPrincipal})
-	ext := &turnsAPI{l: l, st: st, d: d, sum: sha256.Sum256([]byte(token)), maxTurns: tc.MaxTurnsPerDay}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/adapters", ext.auth(ext.setAdapter))
-	mux.HandleFunc("/v1/adapters/{platform}", ext.auth(ext.deleteAdapter))
-	mux.HandleFunc("/v1/turns", ext.auth(ext.listTurns))
-	mux.HandleFunc("/v1/turns/{id}", ext.auth(ext.showTurn))
-	mux.HandleFunc("/v1/budgets/{folder...}", ext.auth(ext.budget))
-	mux.Handle("/", core)
-	return mux, func() { cancel(); wg.Wait() }, nil
-}
-
-// turnsAPI serves the pipeline's endpoints with the core API's token and
-// error envelope; every request is authorized by the acl gate.
-type turnsAPI struct {
-	l   *service.Local
-	st  *store.Store
-	d   *delivery.Deliverer
-	sum [32]byte
-	// maxTurns is the instance default of the per-folder turn budget.
-	maxTurns int
-}
-
-func (a *turnsAPI) auth(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		sum := sha256.Sum256([]byte(tok))
-		if !ok || subtle.ConstantTimeCompare(sum[:], a.sum[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
-			writeEnvelope(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or invalid bearer token (Authorization: Bearer <token>)")
-			return
-		}
-		r = r.WithContext(service.WithPrincipal(r.Context(), service.AdminPrincipal))
-		if err := h(w, r); err != nil {
-			status, code := http.StatusInternalServerError, service.Code(err)
-			switch code {
-			case service.CodeInvalid:
-				status = http.StatusBadRequest
-			case service.CodeNotFound:
-				status = http.StatusNotFound
-			case service.CodeDenied:
-				status = http.StatusForbidden
-			}
-			writeEnvelope(w, status, code, err.Error())
+	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
+	wc.Register(core)
+	if self != "" {
+		if err := wc.Attach(ctx, self); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, nil, fmt.Errorf("web chat adapter: %w", err)
 		}
 	}
-}
-
-func writeEnvelope(w http.ResponseWriter, status int, code, msg string) {
-	writeJSONBody(w, status, service.Error{Code: code, Message: msg})
-}
-
-func writeJSONBody(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(v)
-}
-
-func methodErr(r *http.Request) error {
-	return fmt.Errorf("%s %s: method not allowed: %w", r.Method, r.URL.Path, service.ErrInvalid)
-}
-
-func (a *turnsAPI) setAdapter(w http.ResponseWriter, r *http.Request) error {
-	if r.Method == http.MethodGet {
-		return methodErr(r)
-	}
-	if r.Method != http.MethodPost {
-		return methodErr(r)
-	}
-	var in store.Adapter
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return fmt.Errorf("malformed JSON body (want {\"platform\", \"callback_url\"}): %v: %w", err, service.ErrInvalid)
-	}
-	if in.Platform == "" || len(in.Platform) > 64 || strings.ContainsAny(in.Platform, ": /") {
-		return fmt.Errorf("platform %q: want 1..64 characters without ':', '/' or spaces: %w", in.Platform, service.ErrInvalid)
-	}
-	if err := delivery.ValidCallback(in.CallbackURL); err != nil {
-		return fmt.Errorf("%w: %w", err, service.ErrInvalid)
-	}
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:set", ""); err != nil {
-		return err
-	}
-	if err := a.st.SetAdapter(r.Context(), in); err != nil {
-		return err
-	}
-	a.d.Wake()
-	return writeJSONBody(w, http.StatusOK, in)
-}
-
-func (a *turnsAPI) deleteAdapter(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodDelete {
-		return methodErr(r)
-	}
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "adapter:rm", ""); err != nil {
-		return err
-	}
-	if err := a.st.DeleteAdapter(r.Context(), r.PathValue("platform")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (a *turnsAPI) listTurns(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return methodErr(r)
-	}
-	f := r.URL.Query().Get("folder")
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", f); err != nil {
-		return err
-	}
-	ts, err := a.st.ListTurns(r.Context(), f, limit)
-	if err != nil {
-		return err
-	}
-	if ts == nil {
-		ts = []store.Turn{}
-	}
-	return writeJSONBody(w, http.StatusOK, ts)
-}
-
-// TurnDetail is a turn with what it read and what it sent.
-type TurnDetail struct {
-	store.Turn
-	Messages []store.Message  `json:"messages"`
-	Outbound []store.Outbound `json:"outbound"`
-}
-
-func (a *turnsAPI) showTurn(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet {
-		return methodErr(r)
-	}
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil {
-		return fmt.Errorf("turn id %q: want a number: %w", r.PathValue("id"), service.ErrInvalid)
-	}
-	d, err := turnDetail(r.Context(), a.st, id)
-	if err != nil {
-		return err
-	}
-	if err := a.l.Gate().Check(r.Context(), service.Principal(r.Context()), "turn:read", d.Folder); err != nil {
-		return err
-	}
-	return writeJSONBody(w, http.StatusOK, d)
-}
-
-func turnDetail(ctx context.Context, st *store.Store, id int64) (TurnDetail, error) {
-	t, err := st.GetTurn(ctx, id)
-	if err != nil {
-		return TurnDetail{}, err
-	}
-	d := TurnDetail{Turn: t}
-	if d.Messages, err = st.TurnMessages(ctx, t); err != nil {
-		return d, err
-	}
-	d.Outbound, err = st.TurnOutbound(ctx, id)
-	return d, err
+	return core, func() { cancel(); wg.Wait() }, nil
 }
 
 // errNoDaemon is returned by commands that need the running daemon.

@@ -10,18 +10,23 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-func (s *Server) routes() {
-	s.handle("/health", false, map[string]handlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
-		return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *Server) register() {
+	s.handle("/health", false, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
+		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}})
+	s.registerOpenAPI()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, service.CodeNotFound, "no such endpoint: "+r.URL.Path)
 	})
 
-	s.handle("/v1/messages", true, map[string]handlerFunc{
+	s.handle("/v1/messages", true, map[string]HandlerFunc{
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var in service.MessageIn
-			if err := decode(w, r, &in); err != nil {
+			if err := Decode(w, r, &in); err != nil {
+				return err
+			}
+			var err error
+			if in.Platform, err = service.PinPlatform(r.Context(), in.Platform, in.ChatJID); err != nil {
 				return err
 			}
 			out, err := s.svc.PostMessage(r.Context(), in)
@@ -32,7 +37,7 @@ func (s *Server) routes() {
 			if out.Duplicate {
 				status = http.StatusOK
 			}
-			return writeJSON(w, status, out)
+			return WriteJSON(w, status, out)
 		},
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			q := r.URL.Query()
@@ -48,48 +53,48 @@ func (s *Server) routes() {
 			return list(w, out, err)
 		},
 	})
-	s.handle("/v1/resolve", true, map[string]handlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("/v1/resolve", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
 		var in service.MessageIn
-		if err := decode(w, r, &in); err != nil {
+		if err := Decode(w, r, &in); err != nil {
 			return err
 		}
 		out, err := s.svc.Resolve(r.Context(), in)
 		return reply(w, http.StatusOK, out, err)
 	}})
 
-	s.handle("/v1/folders", true, map[string]handlerFunc{
+	s.handle("/v1/folders", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListFolders(r.Context())
 			return list(w, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var f store.Folder
-			if err := decode(w, r, &f); err != nil {
+			if err := Decode(w, r, &f); err != nil {
 				return err
 			}
 			out, err := s.svc.AddFolder(r.Context(), f)
 			return reply(w, http.StatusCreated, out, err)
 		},
 	})
-	s.handle("/v1/folders/{path...}", true, map[string]handlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("/v1/folders/{path...}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 		return done(w, s.svc.RemoveFolder(r.Context(), r.PathValue("path")))
 	}})
 
-	s.handle("/v1/routes", true, map[string]handlerFunc{
+	s.handle("/v1/routes", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListRoutes(r.Context())
 			return list(w, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var rt router.Route
-			if err := decode(w, r, &rt); err != nil {
+			if err := Decode(w, r, &rt); err != nil {
 				return err
 			}
 			out, err := s.svc.AddRoute(r.Context(), rt)
 			return reply(w, http.StatusCreated, out, err)
 		},
 	})
-	s.handle("/v1/routes/{id}", true, map[string]handlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("/v1/routes/{id}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 		id, err := idParam(r)
 		if err != nil {
 			return err
@@ -97,35 +102,35 @@ func (s *Server) routes() {
 		return done(w, s.svc.RemoveRoute(r.Context(), id))
 	}})
 
-	s.handle("/v1/grants", true, map[string]handlerFunc{
+	s.handle("/v1/grants", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListGrants(r.Context(), r.URL.Query().Get("principal"))
 			return list(w, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var g acl.Grant
-			if err := decode(w, r, &g); err != nil {
+			if err := Decode(w, r, &g); err != nil {
 				return err
 			}
 			out, err := s.svc.AddGrant(r.Context(), g)
 			return reply(w, http.StatusCreated, out, err)
 		},
 	})
-	s.handle("/v1/grants/{id}", true, map[string]handlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("/v1/grants/{id}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 		id, err := idParam(r)
 		if err != nil {
 			return err
 		}
 		return done(w, s.svc.RemoveGrant(r.Context(), id))
 	}})
-	s.handle("/v1/members", true, map[string]handlerFunc{
+	s.handle("/v1/members", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListMembers(r.Context())
 			return list(w, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var e acl.Edge
-			if err := decode(w, r, &e); err != nil {
+			if err := Decode(w, r, &e); err != nil {
 				return err
 			}
 			return reply(w, http.StatusCreated, e, s.svc.AddMember(r.Context(), e))
@@ -135,7 +140,7 @@ func (s *Server) routes() {
 			return done(w, s.svc.RemoveMember(r.Context(), acl.Edge{Member: q.Get("member"), Role: q.Get("role")}))
 		},
 	})
-	s.handle("/v1/audit", true, map[string]handlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
+	s.handle("/v1/audit", true, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		limit, err := intParam(r.URL.Query().Get("limit"), "limit")
 		if err != nil {
 			return err
@@ -144,14 +149,14 @@ func (s *Server) routes() {
 		return list(w, out, err)
 	}})
 
-	s.handle("/v1/network", true, map[string]handlerFunc{
+	s.handle("/v1/network", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListNetwork(r.Context(), r.URL.Query().Get("folder"))
 			return reply(w, http.StatusOK, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var nr store.NetworkRule
-			if err := decode(w, r, &nr); err != nil {
+			if err := Decode(w, r, &nr); err != nil {
 				return err
 			}
 			out, err := s.svc.SetNetworkRule(r.Context(), nr)
@@ -163,14 +168,14 @@ func (s *Server) routes() {
 		},
 	})
 
-	s.handle("/v1/secrets", true, map[string]handlerFunc{
+	s.handle("/v1/secrets", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListSecrets(r.Context(), r.URL.Query().Get("scope"))
 			return list(w, out, err)
 		},
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var in service.SecretIn
-			if err := decode(w, r, &in); err != nil {
+			if err := Decode(w, r, &in); err != nil {
 				return err
 			}
 			return done(w, s.svc.SetSecret(r.Context(), in))
@@ -180,7 +185,9 @@ func (s *Server) routes() {
 			return done(w, s.svc.RemoveSecret(r.Context(), q.Get("scope"), q.Get("name")))
 		},
 	})
-	s.handle("/v1/secrets/rotate", true, map[string]handlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
+	s.registerTokens()
+	s.registerPipeline()
+	s.handle("/v1/secrets/rotate", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
 		n, err := s.svc.RotateSecrets(r.Context())
 		return reply(w, http.StatusOK, map[string]int{"resealed": n}, err)
 	}})
@@ -190,7 +197,7 @@ func reply(w http.ResponseWriter, status int, v any, err error) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, status, v)
+	return WriteJSON(w, status, v)
 }
 
 // list always answers with a JSON array, never null.
@@ -201,7 +208,7 @@ func list[T any](w http.ResponseWriter, v []T, err error) error {
 	if v == nil {
 		v = []T{}
 	}
-	return writeJSON(w, http.StatusOK, v)
+	return WriteJSON(w, http.StatusOK, v)
 }
 
 func done(w http.ResponseWriter, err error) error {

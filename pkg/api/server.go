@@ -4,6 +4,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/service"
@@ -27,7 +29,9 @@ const CodeUnauthorized = "unauthorized"
 type Server struct {
 	svc    service.Service
 	tokens []token
+	auth   Authenticator
 	mux    *http.ServeMux
+	routes []Route
 }
 
 type token struct {
@@ -35,7 +39,13 @@ type token struct {
 	principal string
 }
 
-// NewServer maps each bearer token to the principal it authenticates.
+// Authenticator resolves a bearer token other than the data dir's own.
+type Authenticator interface {
+	Authenticate(ctx context.Context, secret string) (service.Caller, error)
+}
+
+// NewServer maps each admin bearer token to the principal it authenticates;
+// WithTokens adds the scoped tokens of the store.
 func NewServer(svc service.Service, tokens map[string]string) *Server {
 	s := &Server{svc: svc, mux: http.NewServeMux()}
 	for t, p := range tokens {
@@ -43,15 +53,48 @@ func NewServer(svc service.Service, tokens map[string]string) *Server {
 			s.tokens = append(s.tokens, token{sha256.Sum256([]byte(t)), p})
 		}
 	}
-	s.routes()
+	s.register()
 	return s
 }
 
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+// WithTokens authenticates every token that is not an admin token of
+// NewServer through a (the store's scoped tokens).
+func (s *Server) WithTokens(a Authenticator) *Server {
+	s.auth = a
+	return s
+}
+
+// HandlerFunc serves one method of one route; an error becomes the envelope.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Handle registers path with one handler per method behind the bearer check
+// and the route classes of classOf, for endpoints served beside the core API.
+func (s *Server) Handle(path string, methods map[string]HandlerFunc) {
+	s.handle(path, true, methods)
+}
+
+// Mount serves h for method and path without a token: pages whose content
+// is public, and callbacks that check their own secret.
+func (s *Server) Mount(method, path string, h http.Handler) {
+	s.routes = append(s.routes, Route{Method: method, Path: path, Class: Public})
+	s.mux.Handle(method+" "+path, h)
+}
+
+// Routes lists every method and path registered, with its class.
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 
 // handle registers path with one handler per method, so wrong methods and
 // unknown paths get the same envelope as every other error.
-func (s *Server) handle(path string, auth bool, methods map[string]handlerFunc) {
+func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) {
+	classes := map[string]Class{}
+	for m := range methods {
+		c := Public
+		if auth {
+			c = classOf(m, path)
+		}
+		classes[m] = c
+		s.routes = append(s.routes, Route{Method: m, Path: path, Class: c})
+	}
 	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 		h, ok := methods[r.Method]
 		if !ok {
@@ -59,18 +102,28 @@ func (s *Server) handle(path string, auth bool, methods map[string]handlerFunc) 
 			for m := range methods {
 				allowed = append(allowed, m)
 			}
+			slices.Sort(allowed)
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: method not allowed", r.Method, r.URL.Path))
 			return
 		}
 		if auth {
-			p, ok := s.authenticate(r)
-			if !ok {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or invalid bearer token (Authorization: Bearer <token>)")
+			c, err := s.authenticate(r)
+			if err != nil && !errors.Is(err, service.ErrBadToken) {
+				slog.ErrorContext(r.Context(), "api auth", "err", err)
+				writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
 				return
 			}
-			r = r.WithContext(service.WithPrincipal(r.Context(), p))
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
+				return
+			}
+			if !classes[r.Method].allows(c.Kind) {
+				writeError(w, http.StatusForbidden, service.CodeDenied, fmt.Sprintf("%s token %q may not %s %s", c.Kind, c.Name, r.Method, path))
+				return
+			}
+			r = r.WithContext(service.WithCaller(r.Context(), c))
 		}
 		if err := h(w, r); err != nil {
 			status, code := classify(err)
@@ -85,11 +138,10 @@ func (s *Server) handle(path string, auth bool, methods map[string]handlerFunc) 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-func (s *Server) authenticate(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
+func (s *Server) authenticate(r *http.Request) (service.Caller, error) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || tok == "" {
-		return "", false
+		return service.Caller{}, service.ErrBadToken
 	}
 	sum := sha256.Sum256([]byte(tok))
 	principal, found := "", 0
@@ -98,7 +150,13 @@ func (s *Server) authenticate(r *http.Request) (string, bool) {
 			principal, found = t.principal, 1
 		}
 	}
-	return principal, found == 1
+	if found == 1 {
+		return service.Caller{Name: "admin", Kind: service.KindAdmin, Principal: principal}, nil
+	}
+	if s.auth == nil {
+		return service.Caller{}, service.ErrBadToken
+	}
+	return s.auth.Authenticate(r.Context(), tok)
 }
 
 // badRequest marks decoding failures.
@@ -128,10 +186,11 @@ func classify(err error) (int, string) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, service.Error{Code: code, Message: msg})
+	WriteJSON(w, status, service.Error{Code: code, Message: msg})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) error {
+// WriteJSON writes v as the JSON answer with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	if v == nil {
@@ -142,8 +201,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return enc.Encode(v)
 }
 
-// decode reads one JSON object into v: known fields only, nothing after it.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
+// Decode reads one JSON object into v: known fields only, nothing after it.
+func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -24,6 +24,8 @@ type Options struct {
 	Ring          *secrets.Ring // nil: secret operations fail with ErrUnavailable
 	EngagementTTL time.Duration // 0: router.DefaultEngagementTTL
 	Create        bool          // create the data dir and database when missing
+	// MaxTurnsPerDay is the instance default of the per-folder turn budget (0 = unlimited).
+	MaxTurnsPerDay int
 }
 
 // Local is the store-backed Service.

@@ -44,6 +44,18 @@ type Service interface {
 	RemoveSecret(ctx context.Context, scope, name string) error
 	ListSecrets(ctx context.Context, scope string) ([]store.SecretName, error)
 	RotateSecrets(ctx context.Context) (int, error)
+
+	AddToken(ctx context.Context, in TokenIn) (NewToken, error)
+	ListTokens(ctx context.Context) ([]store.Token, error)
+	RemoveToken(ctx context.Context, name string) error
+	ListOutbound(ctx context.Context, platform string, limit int) ([]store.Outbound, error)
+
+	ListTurns(ctx context.Context, folder string, limit int) ([]store.Turn, error)
+	GetTurn(ctx context.Context, id int64) (TurnDetail, error)
+	GetBudget(ctx context.Context, folder string) (FolderBudget, error)
+	SetBudget(ctx context.Context, folder string, in BudgetIn) (FolderBudget, error)
+	SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error)
+	RemoveAdapter(ctx context.Context, platform string) error
 }
 
 // MessageIn is an inbound message as an adapter delivers it.

@@ -43,7 +43,7 @@ func TestMigrateFromEmpty(t *testing.T) {
 	if v, err := s.Version(ctx); err != nil || v != LatestVersion() || v < 2 {
 		t.Fatalf("version = %d, %v; latest %d", v, err, LatestVersion())
 	}
-	want := []string{"acl", "acl_membership", "adapters", "audit_log", "chats", "folders", "messages", "network_rules",
+	want := []string{"acl", "acl_membership", "adapters", "api_tokens", "audit_log", "chats", "folders", "messages", "network_rules",
 		"observers", "routes", "schema_version", "secrets", "sessions", "turns"}
 	if got := tables(t, s); !reflect.DeepEqual(got, want) {
 		t.Fatalf("tables = %v\nwant %v", got, want)

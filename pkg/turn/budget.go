@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -15,22 +16,16 @@ import (
 const OutcomeQuota = "quota-exhausted"
 
 // BudgetWindow is the sliding window a turn budget counts over.
-const BudgetWindow = 24 * time.Hour
+const BudgetWindow = service.BudgetWindow
 
 // ErrQuota marks a folder whose turn budget is used up.
 var ErrQuota = errors.New("turn budget used up")
 
-// Budget is a folder's effective turns-per-day cap: its own if set, else
-// the instance default; 0 means unlimited.
+// Budget is a folder's effective turns-per-day cap (service.EffectiveBudget);
+// 0 means unlimited.
 func (q *Queue) Budget(ctx context.Context, folder string) (int, error) {
-	n, set, err := q.o.Store.TurnBudget(ctx, folder)
-	if err != nil {
-		return 0, err
-	}
-	if !set {
-		n = q.o.MaxTurnsPerDay
-	}
-	return max(n, 0), nil
+	n, _, err := service.EffectiveBudget(ctx, q.o.Store, folder, q.o.MaxTurnsPerDay)
+	return n, err
 }
 
 // checkBudget returns an error wrapping ErrQuota when t's folder already
