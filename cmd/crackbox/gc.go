@@ -28,7 +28,7 @@ func runGC(w io.Writer) error {
 	if err := netjail.Available(); err != nil {
 		return fmt.Errorf("gc: %w", err)
 	}
-	removed, err := netjail.GC(netjail.DefaultRunsDir)
+	removed, err := netjail.GC(netjail.DefaultRunsDir())
 	for _, r := range removed {
 		fmt.Fprintln(w, "removed", r)
 	}

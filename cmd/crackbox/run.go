@@ -165,7 +165,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 
 	// Leftovers of runs killed with SIGKILL go first, whatever this run's mode.
 	if netjail.Available() == nil {
-		if removed, err := netjail.GC(netjail.DefaultRunsDir); err != nil {
+		if removed, err := netjail.GC(netjail.DefaultRunsDir()); err != nil {
 			log.Warn("gc of dead runs", "err", err)
 		} else if len(removed) > 0 {
 			log.Info("removed leftovers of dead runs", "objects", removed)

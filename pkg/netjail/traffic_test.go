@@ -179,7 +179,7 @@ func TestJailTraffic(t *testing.T) {
 	table := TableName(fmt.Sprintf("traffic-%d", os.Getpid()))
 	t.Cleanup(func() { RemoveTable(table) })
 	must(t, Rules{Table: table, Iface: g.hostIf, Host: g.host, Guest: g.guest,
-		ProxyPort: port(proxyLn), TransparentPort: port(transLn), DNSPort: 53}.Install())
+		ProxyPort: port(proxyLn), DNSPort: 53, Listen: Listeners{Transparent: port(transLn)}}.Install())
 
 	accepted := func(ln net.Listener) chan net.Conn {
 		ch := make(chan net.Conn, 1)
@@ -310,7 +310,7 @@ func TestJailIsolatesConcurrentRuns(t *testing.T) {
 		table := TableName(fmt.Sprintf("iso-%d-%d", os.Getpid(), i))
 		t.Cleanup(func() { RemoveTable(table) })
 		must(t, Rules{Table: table, Iface: g.hostIf, Host: g.host, Guest: g.guest,
-			ProxyPort: 3128, TransparentPort: 3129, DNSPort: 53}.Install())
+			ProxyPort: 3128, DNSPort: 53, Listen: Listeners{Transparent: 3129}}.Install())
 		tables = append(tables, table)
 	}
 	bProxy := listen(t, "tcp", b.host.String()+":3128")
