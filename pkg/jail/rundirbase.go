@@ -50,10 +50,13 @@ func EnsureRunDirBase(base string) error {
 	}
 	euid := os.Geteuid()
 	want := runDirBaseMode(euid)
-	if err := os.MkdirAll(base, want); err != nil {
-		return fmt.Errorf("run dir base %s: %w", base, err)
-	}
 	fi, err := os.Lstat(base)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(base, want); err != nil {
+			return fmt.Errorf("run dir base %s: %w", base, err)
+		}
+		fi, err = os.Lstat(base)
+	}
 	if err != nil {
 		return fmt.Errorf("run dir base %s: %w", base, err)
 	}
