@@ -5,7 +5,7 @@ BIN      := bin
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CGO_ENABLED ?= 0
 
-.PHONY: all build deps kernel debian-kernel guest-init demo test vet bench clean
+.PHONY: all build deps kernel debian-kernel guest-init demo test test-fresh vet bench clean
 
 all: build
 
@@ -34,8 +34,13 @@ demo: deps kernel build
 vet:
 	$(GO) vet ./...
 
+# First-run paths (missing run dir base, empty cache, busy ports) in
+# directories no earlier run on this machine has touched.
+test-fresh: deps kernel guest-init
+	scripts/test-fresh.sh
+
 # The VM tests find the kernel and guest-init through these variables.
-test: deps kernel debian-kernel guest-init vet
+test: deps kernel debian-kernel guest-init vet test-fresh
 	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) \
 	CRACKBOX_DEBIAN_KERNEL=$$(guestfs/kernel/debian.sh 2>/dev/null | tail -1) \
 	CRACKBOX_GUEST_INIT=$(CURDIR)/$(BIN)/guest-init \
