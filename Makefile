@@ -4,6 +4,11 @@ GO       ?= go
 BIN      := bin
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CGO_ENABLED ?= 0
+# Go stamps the VCS revision only when .git is a directory; in a git worktree or a
+# release tarball these carry it instead (crackbox --version, /health, run records).
+VERSION  ?= $(shell git describe --tags --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS  := -X github.com/crackbox/crackbox/pkg/buildinfo.version=$(VERSION) -X github.com/crackbox/crackbox/pkg/buildinfo.revision=$(REVISION)
 
 .PHONY: all build deps kernel debian-kernel guest-init demo test test-fresh vet bench clean
 
@@ -13,8 +18,8 @@ deps:
 	$(SUDO) scripts/deps.sh
 
 build: guest-init
-	$(GO) build -o $(BIN)/crackbox ./cmd/crackbox
-	@if [ -d cmd/arizuko ]; then $(GO) build -o $(BIN)/arizuko ./cmd/arizuko; fi
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/crackbox ./cmd/crackbox
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/arizuko ./cmd/arizuko
 
 # guest-init is PID 1 in every guest: static, no cgo.
 guest-init:

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 )
 
 // root is the command tree; each subcommand adds itself in its own file's init.
@@ -16,6 +18,11 @@ var root = &cobra.Command{
 	Short:         "Run untrusted commands in a throwaway guest behind an allowlist egress proxy",
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	Version:       buildinfo.Get().String(),
+}
+
+func init() {
+	root.SetVersionTemplate("crackbox {{.Version}}\n")
 }
 
 // exitError carries a specific exit status out of a subcommand.
