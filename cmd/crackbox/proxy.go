@@ -111,9 +111,9 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 
 	// Listen on everything before serving anything, so a taken port fails
 	// the start instead of leaving a half-up daemon.
-	var fwd, tr, adm net.Listener
+	var fwd, tr, adm, met net.Listener
 	closeAll := func() {
-		for _, ln := range []net.Listener{fwd, tr, adm} {
+		for _, ln := range []net.Listener{fwd, tr, adm, met} {
 			if ln != nil {
 				ln.Close()
 			}
@@ -122,7 +122,10 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	for _, l := range []struct {
 		key, addr string
 		ln        *net.Listener
-	}{{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr}, {"admin.listen", cfg.Admin.Listen, &adm}} {
+	}{
+		{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr},
+		{"admin.listen", cfg.Admin.Listen, &adm}, {"admin.metrics_listen", cfg.Admin.MetricsListen, &met},
+	} {
 		if l.addr == "" {
 			continue
 		}
@@ -131,7 +134,7 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			return fmt.Errorf("%s: %w", l.key, err)
 		}
 	}
-	if adm != nil {
+	if adm != nil || met != nil {
 		d.adm, err = admin.New(admin.Options{
 			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile,
 			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
@@ -140,7 +143,7 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			closeAll()
 			return err
 		}
-		if cfg.Admin.Secret == "" {
+		if adm != nil && cfg.Admin.Secret == "" {
 			log.Info("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
 		}
 	}
@@ -161,11 +164,14 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	if tr != nil {
 		run("transparent", d.px.ServeTransparent, tr)
 	}
-	if d.adm != nil {
+	if adm != nil {
 		run("admin", d.adm.Serve, adm)
 	}
+	if met != nil {
+		run("metrics", d.adm.ServeMetrics, met)
+	}
 	log.Info("proxy serving", "forward", addrOf(fwd), "transparent", addrOf(tr), "admin", addrOf(adm),
-		"clients", len(d.reg.List()))
+		"metrics", addrOf(met), "clients", len(d.reg.List()))
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
@@ -231,6 +237,7 @@ func (d *daemon) reload() {
 		{"proxy.listen", old.Proxy.Listen, cfg.Proxy.Listen},
 		{"proxy.transparent", old.Proxy.Transparent, cfg.Proxy.Transparent},
 		{"admin.listen", old.Admin.Listen, cfg.Admin.Listen},
+		{"admin.metrics_listen", old.Admin.MetricsListen, cfg.Admin.MetricsListen},
 		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
 	} {
 		if k.was != k.now {
