@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,32 +26,74 @@ func init() {
 			if err != nil {
 				return err
 			}
-			if bad := doctor(cmd.OutOrStdout(), cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net); bad > 0 {
+			checks := doctorChecks(cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net)
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(checks); err != nil {
+					return err
+				}
+			} else {
+				writeChecks(cmd.OutOrStdout(), checks)
+			}
+			if failed(checks) > 0 {
 				return exitError{1}
 			}
 			return nil
 		},
 	}
 	addConfigFlag(cmd)
+	cmd.Flags().Bool("json", false, "print the checks as a JSON array (status ok, warn or fail; what; detail; fix)")
 	root.AddCommand(cmd)
+}
+
+// check is one line of doctor's report.
+type check struct {
+	Status string `json:"status"` // ok, warn or fail
+	What   string `json:"what"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+func failed(cs []check) int {
+	n := 0
+	for _, c := range cs {
+		if c.Status == "fail" {
+			n++
+		}
+	}
+	return n
+}
+
+func writeChecks(w io.Writer, cs []check) {
+	marks := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+	for _, c := range cs {
+		fmt.Fprintf(w, "%s %-14s %s\n", marks[c.Status], c.What, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(w, "     %-14s fix: %s\n", "", c.Fix)
+		}
+	}
 }
 
 // doctor prints one line per check and returns how many required pieces are missing.
 func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
-	bad := 0
+	cs := doctorChecks(kernel, guestInit, accel, netMode)
+	writeChecks(w, cs)
+	return failed(cs)
+}
+
+// doctorChecks runs every check: what crackbox run needs and how to fix what is missing.
+func doctorChecks(kernel, guestInit, accel, netMode string) []check {
+	var out []check
 	line := func(ok bool, required bool, what, detail, fix string) {
-		mark := "ok  "
+		c := check{Status: "ok", What: what, Detail: detail}
 		if !ok {
-			mark = "warn"
+			c.Status, c.Fix = "warn", fix
 			if required {
-				mark = "FAIL"
-				bad++
+				c.Status = "fail"
 			}
 		}
-		fmt.Fprintf(w, "%s %-14s %s\n", mark, what, detail)
-		if !ok && fix != "" {
-			fmt.Fprintf(w, "     %-14s fix: %s\n", "", fix)
-		}
+		out = append(out, c)
 	}
 
 	probe := jail.ProbeHost()
@@ -90,12 +133,8 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 		}
 	}
 
-	if f, err := os.OpenFile("/dev/vhost-vsock", os.O_RDWR, 0); err != nil {
-		line(false, false, "vhost-vsock", err.Error()+"; the control channel uses virtio-serial instead", "modprobe vhost_vsock (optional)")
-	} else {
-		f.Close()
-		line(true, false, "vhost-vsock", "/dev/vhost-vsock usable", "")
-	}
+	// The host side speaks virtio-serial only; guest-init's vsock dialer has no peer.
+	line(true, false, "control", "yamux over virtio-serial (vsock is not used)", "")
 
 	mode, why, err := netModeReason(netMode)
 	netFix := ""
@@ -117,7 +156,7 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 	} else {
 		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
 	}
-	return bad
+	return out
 }
 
 // netModeReason says which network mode crackbox run would use for the configured

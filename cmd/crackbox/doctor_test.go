@@ -19,7 +19,7 @@ func TestDoctorNamesMissingPieces(t *testing.T) {
 	for _, want := range []string{
 		"FAIL kernel", "/nonexistent/vmlinux", "make kernel",
 		"FAIL guest-init", "make guest-init",
-		"accelerator", "qemu", "vhost-vsock", "network", "virtiofsd",
+		"accelerator", "qemu", "control", "virtio-serial", "network", "virtiofsd",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, text)

@@ -62,13 +62,15 @@ func freshDirs(t *testing.T) (base, cache string) {
 }
 
 // freshScript fetches an allowed and a blocked name through the forward proxy,
-// resolves through the jail's DNS and fetches through the transparent proxy.
+// resolves through the jail's DNS and fetches through the transparent proxy (to
+// a public address: the name resolves to the upstream's loopback address, which
+// in the guest is its own).
 const freshScript = `
 code() { curl -sS -m 30 -o /dev/null -w '%{http_code}' "$@" 2>/dev/null; }
 echo "CHECK fwd_allowed $(code http://good.test/)"
 echo "CHECK fwd_blocked $(code http://other.test/)"
 echo "CHECK dns $(getent hosts good.test | cut -d' ' -f1)"
-echo "CHECK trans_allowed $(code --noproxy '*' http://good.test/)"
+echo "CHECK trans_allowed $(code --noproxy '*' --resolve good.test:80:203.0.113.10 http://good.test/)"
 `
 
 // TestFreshHostTapRun is the first run on a machine that has never seen crackbox,
