@@ -23,6 +23,9 @@ var root = &cobra.Command{
 
 func init() {
 	root.SetVersionTemplate("crackbox {{.Version}}\n")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
+	}
 }
 
 // exitError carries a specific exit status out of a subcommand.
@@ -31,6 +34,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	applyExamples(root)
 	err := root.Execute()
 	var ee exitError
 	switch {
