@@ -66,6 +66,7 @@ func init() {
 }
 
 func main() {
+	decorate(root)
 	err := root.Execute()
 	if err == nil {
 		return
