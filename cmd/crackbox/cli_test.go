@@ -20,7 +20,7 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		seen[c.CommandPath()] = true
-		if c.Name() != "help" && c.Name() != "completion" && !strings.Contains(c.CommandPath(), "completion ") && c.Example == "" {
+		if c.Name() != "help" && c.Name() != "completion" && !strings.Contains(c.CommandPath(), "completion ") && c.Example == "" && !c.Hidden {
 			t.Errorf("%q has no Examples section in --help", c.CommandPath())
 		}
 		for _, sub := range c.Commands() {

@@ -35,6 +35,8 @@ crackbox doctor --json | jq -r '.[] | select(.status == "fail") | .fix'`,
 	"crackbox proxy serve": `crackbox proxy serve --config /etc/crackbox/crackbox.toml
 crackbox proxy serve --listen 127.0.0.1:3128 --client 10.0.0.5 --allow github.com
 CRACKBOX_ADMIN_SECRET=s3cret crackbox proxy serve --admin 0.0.0.0:3129`,
+	"crackbox setup": `sudo crackbox setup
+crackbox setup --dry-run`,
 	"crackbox state": `crackbox state
 crackbox state --admin http://10.0.0.1:3129 --json`,
 }
