@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -176,6 +177,10 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// Every listener is bound and SIGHUP handled: tell systemd (Type=notify).
+	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
+		log.Warn("systemd readiness notification", "err", err)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -345,22 +350,21 @@ func addrOf(ln net.Listener) string {
 // rotates once to path.1, so clients cannot fill the disk with requests.
 const daemonDecisionsMax = 64 << 20
 
-// decisionLog owns the decision log file across reloads: the same path keeps
-// the same file, so tunnels still writing to it are not cut off.
+// decisionLog is the daemon's decision log across reloads. Every SIGHUP opens
+// its path anew, so after logrotate moves the file the daemon writes a fresh
+// one; tunnels decided before the reload write to the new file too.
 type decisionLog struct {
+	mu   sync.Mutex
 	path string
 	w    io.WriteCloser
 }
 
-// Open returns the writer for path ("-" is stderr, "" is none).
+// Open (re)opens path ("-" is stderr, "" is none) and returns the log as a
+// writer, or nil when it is off.
 func (l *decisionLog) Open(path string) (io.Writer, error) {
-	if path == l.path && l.w != nil {
-		return l.w, nil
-	}
 	var w io.WriteCloser
 	switch path {
 	case "":
-		return nil, nil
 	case "-":
 		w = nopCloser{os.Stderr}
 	default:
@@ -370,14 +374,35 @@ func (l *decisionLog) Open(path string) (io.Writer, error) {
 		}
 		w = f
 	}
-	// The old file stays open: connections decided before the reload may still log to it.
+	l.mu.Lock()
+	old := l.w
 	l.path, l.w = path, w
-	return w, nil
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	if w == nil {
+		return nil, nil
+	}
+	return l, nil
+}
+
+// Write appends to the current file.
+func (l *decisionLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return len(p), nil
+	}
+	return l.w.Write(p)
 }
 
 func (l *decisionLog) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.w != nil {
 		l.w.Close()
+		l.w = nil
 	}
 }
 
