@@ -154,4 +154,21 @@ func TestCompletionAndJSON(t *testing.T) {
 	if _, ok := byWhat["network"]; !ok {
 		t.Errorf("doctor --json lacks the network check: %+v", checks)
 	}
+
+	// A run dir base others may write to is refused, with the fix.
+	bad := filepath.Join(t.TempDir(), "base")
+	os.Mkdir(bad, 0o700)
+	os.Chmod(bad, 0o777)
+	out, _ = cli(t, nil, []string{"CRACKBOX_RUN_DIR=" + bad}, "doctor", "--json")
+	checks = nil
+	json.Unmarshal([]byte(out), &checks)
+	var rd check
+	for _, c := range checks {
+		if c.What == "run dir" {
+			rd = c
+		}
+	}
+	if rd.Status != "fail" || !strings.Contains(rd.Detail, "writable by others") || !strings.Contains(rd.Fix, "rm -rf "+bad) {
+		t.Errorf("doctor run dir check for a world-writable base: %+v", rd)
+	}
 }

@@ -136,6 +136,15 @@ func doctorChecks(kernel, guestInit, accel, netMode string) []check {
 	// The host side speaks virtio-serial only; guest-init's vsock dialer has no peer.
 	line(true, false, "control", "yamux over virtio-serial (vsock is not used)", "")
 
+	base := jail.DefaultRunDirBase()
+	if note, err := jail.CheckRunDirBase(base); err != nil {
+		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+jail.RunDirBaseEnv)
+	} else if note != "" {
+		line(true, true, "run dir", note, "")
+	} else {
+		line(true, true, "run dir", base, "")
+	}
+
 	mode, why, err := netModeReason(netMode)
 	netFix := ""
 	if mode != jail.NetTap {

@@ -45,38 +45,73 @@ func runDirBaseMode(euid int) os.FileMode {
 // directory, belongs to another user, or that others may write to: crackbox would put
 // sockets and run dirs where someone else can replace them.
 func EnsureRunDirBase(base string) error {
+	missing, repair, err := inspectRunDirBase(base)
+	if err != nil {
+		return err
+	}
+	if missing {
+		if err := os.MkdirAll(base, runDirBaseMode(os.Geteuid())); err != nil {
+			return fmt.Errorf("run dir base %s: %w", base, err)
+		}
+		// MkdirAll applies the umask; inspect again to set the exact bits.
+		if _, repair, err = inspectRunDirBase(base); err != nil {
+			return err
+		}
+	}
+	if repair != 0 {
+		// A base made by an older crackbox or by hand (say 0700 as root) locks QEMU out
+		// of its sockets; adding the missing bits is all it needs.
+		if err := os.Chmod(base, repair); err != nil {
+			return fmt.Errorf("run dir base %s: set mode %04o: %w", base, repair, err)
+		}
+	}
+	return nil
+}
+
+// CheckRunDirBase says what EnsureRunDirBase would do with base, changing nothing:
+// "" when it is fine, else what would be created or repaired; an error when it would
+// refuse the base.
+func CheckRunDirBase(base string) (string, error) {
+	missing, repair, err := inspectRunDirBase(base)
+	switch {
+	case err != nil:
+		return "", err
+	case missing:
+		return fmt.Sprintf("%s will be created with mode %04o by the first run", base, runDirBaseMode(os.Geteuid())), nil
+	case repair != 0:
+		return fmt.Sprintf("%s will be set to mode %04o by the next run, so QEMU can traverse it", base, repair), nil
+	}
+	return "", nil
+}
+
+// inspectRunDirBase reports whether base is missing, the mode to chmod it to (0: none
+// needed), or why it cannot be used.
+func inspectRunDirBase(base string) (missing bool, repair os.FileMode, err error) {
 	if base == "" {
-		return fmt.Errorf("%w: empty path", ErrRunDirBase)
+		return false, 0, fmt.Errorf("%w: empty path", ErrRunDirBase)
 	}
 	euid := os.Geteuid()
 	want := runDirBaseMode(euid)
 	fi, err := os.Lstat(base)
 	if errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(base, want); err != nil {
-			return fmt.Errorf("run dir base %s: %w", base, err)
-		}
-		fi, err = os.Lstat(base)
+		return true, 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("run dir base %s: %w", base, err)
+		return false, 0, fmt.Errorf("run dir base %s: %w", base, err)
 	}
 	fix := fmt.Sprintf("remove it (rm -rf %s) or point %s at another directory", base, RunDirBaseEnv)
 	if !fi.IsDir() {
-		return fmt.Errorf("%w: %s is not a directory (a symlink?): %s", ErrRunDirBase, base, fix)
+		return false, 0, fmt.Errorf("%w: %s is not a directory (a symlink?): %s", ErrRunDirBase, base, fix)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid {
-		return fmt.Errorf("%w: %s belongs to uid %d, not %d: %s", ErrRunDirBase, base, st.Uid, euid, fix)
+		return false, 0, fmt.Errorf("%w: %s belongs to uid %d, not %d: %s", ErrRunDirBase, base, st.Uid, euid, fix)
 	}
 	mode := fi.Mode()
 	if mode.Perm()&0o022 != 0 || mode&os.ModeSticky != 0 {
-		return fmt.Errorf("%w: %s is writable by others (mode %04o): %s", ErrRunDirBase, base, mode.Perm(), fix)
+		return false, 0, fmt.Errorf("%w: %s is writable by others (mode %04o): %s", ErrRunDirBase, base, mode.Perm(), fix)
 	}
 	if mode.Perm()&want != want {
-		// A base made by an older crackbox or by hand (say 0700 as root) locks QEMU out
-		// of its sockets; adding the missing bits is all it needs.
-		if err := os.Chmod(base, mode.Perm()|want); err != nil {
-			return fmt.Errorf("run dir base %s: set mode %04o: %w", base, mode.Perm()|want, err)
-		}
+		return false, mode.Perm() | want, nil
 	}
-	return nil
+	return false, 0, nil
 }
