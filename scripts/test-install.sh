@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/crackbox-install-XXXXXX)
 azpid=
-cleanup() { [ -n "$azpid" ] && kill "$azpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+cleanup() { set +e; [ -n "$azpid" ] && kill "$azpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 chmod 0711 "$tmp"
 prefix=$tmp/prefix
