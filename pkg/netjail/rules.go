@@ -135,16 +135,18 @@ func (r Rules) Install() error {
 	// rewrote, so the guest reaches it at its fixed port alone. Only those
 	// rewrites reach the transparent port, so the guest cannot skip the
 	// 80/443 restriction.
-	for i, m := range services {
-		match := cat(l4(m.proto), dport(m.to))
-		if m.from != m.to {
-			match = cat(match, ctBits(unix.NFT_CT_STATUS, ipsDstNAT))
+	rewritten := ctBits(unix.NFT_CT_STATUS, ipsDstNAT)
+	allowVia := func(proto byte, from, to uint16) {
+		match := cat(l4(proto), dport(to))
+		if from != to {
+			match = cat(match, rewritten)
 		}
 		add(gin, "", cat(match, verdict(expr.VerdictAccept, ""))...)
-		if i == 0 {
-			add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(lis.Transparent), ctBits(unix.NFT_CT_STATUS, ipsDstNAT), verdict(expr.VerdictAccept, ""))...)
-		}
 	}
+	allowVia(unix.IPPROTO_TCP, r.ProxyPort, lis.Proxy)
+	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(lis.Transparent), rewritten, verdict(expr.VerdictAccept, ""))...)
+	allowVia(unix.IPPROTO_UDP, r.DNSPort, lis.DNSUDP)
+	allowVia(unix.IPPROTO_TCP, r.DNSPort, lis.DNSTCP)
 	add(gin, "", cat(l4(unix.IPPROTO_ICMP), icmpType(8), verdict(expr.VerdictAccept, ""))...)
 	add(gin, "", cat(l4(unix.IPPROTO_ICMP), ctBits(unix.NFT_CT_STATE, expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
 	add(gin, DropOther, drop()...)
