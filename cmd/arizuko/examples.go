@@ -66,6 +66,12 @@ printf %s "$KEY" | arizuko secret set demo ANTHROPIC_API_KEY`,
 	"arizuko messages":      `arizuko messages web:demo --json`,
 	"arizuko turns": `arizuko turns ls
 arizuko turns show 12`,
+	"arizuko token": `arizuko token add grafana --kind read
+arizuko token ls`,
+	"arizuko token add": `arizuko token add grafana --kind read
+arizuko token add slack-bot --kind adapter --platform slack`,
+	"arizuko token ls":   `arizuko token ls --json`,
+	"arizuko token rm":   `arizuko token rm grafana`,
 	"arizuko turns ls":   `arizuko turns ls --json`,
 	"arizuko turns show": `arizuko turns show 12`,
 }
