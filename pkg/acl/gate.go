@@ -34,6 +34,13 @@ func (g *Gate) CheckGrant(ctx context.Context, granter string, r Grant) error {
 	return g.finish(ctx, p.CanGrant(granter, r))
 }
 
+// Refuse audits a denial its caller decided (a rule the grant rows alone
+// cannot express) and returns it as an error wrapping ErrDenied.
+func (g *Gate) Refuse(ctx context.Context, d Decision) error {
+	d.Allow = false
+	return g.finish(ctx, d)
+}
+
 func (g *Gate) finish(ctx context.Context, d Decision) error {
 	if d.Allow {
 		return nil

@@ -4,6 +4,16 @@
 // the caller identity is the turn's folder, fixed by the host. Every tool
 // call is authorized by the acl gate as mcp:<tool> on the folder it acts on,
 // and tools/list shows only the tools the folder holds a grant for.
+//
+// Chats belong to tenants. A folder may write into a chat (send, or name it
+// for a delegate_group or escalate_group reply) only when it is the chat its
+// turn answers, the route table (engagements ignored) sends the chat to the
+// folder or below it, or an allow row of mcp:send held by the folder names
+// the chat in its params (ChatParam). Every other write is refused with a
+// readable error and audited. Only a reply to the chat of a message routed to
+// the folder sets the chat's engagement, and the router never lets an
+// engagement carry a chat into another tenant (top-level folder) than its
+// route names; register_group refuses a chat routed to another tenant.
 package gated
 
 import (
@@ -81,6 +91,10 @@ type Turn struct {
 	Depth   int
 	ChatJID string // the chat reply answers
 	ReplyTo string
+	// Engage is set when ChatJID's message reached the folder through a route,
+	// a direct address or an engagement: only then does answering it engage
+	// the chat.
+	Engage bool
 }
 
 func (t Turn) principal() string { return "folder:" + t.Folder }

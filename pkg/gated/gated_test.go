@@ -120,7 +120,7 @@ func TestReplyAllowedBySeedAndQueued(t *testing.T) {
 	if _, _, err := f.st.PutMessage(context.Background(), store.Message{ChatJID: "tg:1", Platform: "tg", Text: "hi", Folder: "corp"}); err != nil {
 		t.Fatal(err)
 	}
-	cs := f.connect(t, Turn{Folder: "corp", TurnID: 7, ChatJID: "tg:1"})
+	cs := f.connect(t, Turn{Folder: "corp", TurnID: 7, ChatJID: "tg:1", Engage: true})
 	text, isErr := call(t, cs, "reply", map[string]any{"text": "hello back"})
 	if isErr {
 		t.Fatalf("reply denied: %s", text)
@@ -168,11 +168,11 @@ func TestDelegateWithGrantWritesChildMessage(t *testing.T) {
 	f := newFixture(t, "corp", "corp/eng")
 	f.grant(t, "folder:corp", "mcp:delegate_group", "corp/*", acl.Allow)
 	cs := f.connect(t, Turn{Folder: "corp", TurnID: 1, Depth: 0, ChatJID: "tg:1"})
-	if text, isErr := call(t, cs, "delegate_group", map[string]any{"folder": "corp/eng", "prompt": "build it", "chat_jid": "tg:9"}); isErr {
+	if text, isErr := call(t, cs, "delegate_group", map[string]any{"folder": "corp/eng", "prompt": "build it", "chat_jid": "tg:1"}); isErr {
 		t.Fatalf("delegate: %s", text)
 	}
 	msgs, err := f.st.PendingInbound(context.Background(), "corp/eng", "", 10)
-	if err != nil || len(msgs) != 1 || msgs[0].Text != "build it" || msgs[0].ChatJID != "tg:9" || msgs[0].Sender != "folder:corp" {
+	if err != nil || len(msgs) != 1 || msgs[0].Text != "build it" || msgs[0].ChatJID != "tg:1" || msgs[0].Sender != "folder:corp" {
 		t.Fatalf("child inbox %+v %v", msgs, err)
 	}
 	if !slices.Equal(f.msgs, []string{"corp/eng"}) {
@@ -184,7 +184,7 @@ func TestDelegateWithGrantWritesChildMessage(t *testing.T) {
 	}
 	// The host bounds the chain, whatever the agent asks.
 	deep := f.connect(t, Turn{Folder: "corp", TurnID: 2, Depth: DefaultMaxDepth, ChatJID: "tg:1"})
-	if text, isErr := call(t, deep, "delegate_group", map[string]any{"folder": "corp/eng", "prompt": "again", "chat_jid": "tg:9"}); !isErr || !strings.Contains(text, "deep") {
+	if text, isErr := call(t, deep, "delegate_group", map[string]any{"folder": "corp/eng", "prompt": "again", "chat_jid": "tg:1"}); !isErr || !strings.Contains(text, "deep") {
 		t.Fatalf("depth not bounded: %s", text)
 	}
 }

@@ -77,6 +77,9 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err := h.check(ctx, "register_group", in.Folder); err != nil {
 				return "", err
 			}
+			if err := h.ownTenant(ctx, "register_group", in.ChatJID); err != nil {
+				return "", err
+			}
 			self, err := h.s.o.Store.GetFolder(ctx, h.t.Folder)
 			if err != nil {
 				return "", err

@@ -59,6 +59,9 @@ func (h *handler) registerMessaging(srv *mcp.Server) {
 			if err := validChat(in.ChatJID); err != nil {
 				return "", err
 			}
+			if err := h.mayChat(ctx, "send", in.ChatJID); err != nil {
+				return "", err
+			}
 			return h.out(ctx, in.ChatJID, in.Text, "")
 		})
 	add(srv, "delegate_group", "Hand a task to a child folder; it runs in its own turn and replies to chat_jid.",
@@ -119,8 +122,10 @@ func (h *handler) out(ctx context.Context, chat, text, replyTo string) (string, 
 	if err != nil {
 		return "", err
 	}
-	if err := h.s.o.Store.SetEngagement(ctx, chat, h.t.Folder, h.t.Topic, time.Now().UnixMilli()); err != nil {
-		h.s.o.Log.Warn("engagement", "chat", chat, "err", err)
+	if chat == h.t.ChatJID && h.t.Engage {
+		if err := h.s.o.Store.SetEngagement(ctx, chat, h.t.Folder, h.t.Topic, time.Now().UnixMilli()); err != nil {
+			h.s.o.Log.Warn("engagement", "chat", chat, "err", err)
+		}
 	}
 	if h.s.o.OnOutbound != nil {
 		h.s.o.OnOutbound()
@@ -134,6 +139,11 @@ func (h *handler) internal(ctx context.Context, how, to, text, chat string) (str
 		return "", err
 	}
 	if err := validChat(chat); err != nil {
+		return "", err
+	}
+	// The other folder's reply goes to chat on this folder's word, so the
+	// chat must be one this folder may write to itself.
+	if err := h.mayChat(ctx, how+"_group", chat); err != nil {
 		return "", err
 	}
 	depth := h.t.Depth + 1

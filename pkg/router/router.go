@@ -1,7 +1,8 @@
 // Package router decides which folder (and topic) an inbound message reaches:
 // direct address, then the route table where a live engagement overrides the
-// match, then the engagement as fallback, else unrouted. Resolution is a pure
-// function of its inputs.
+// match within the route's tenant (its top-level folder) only, then the
+// engagement as fallback, else unrouted. Resolution is a pure function of its
+// inputs.
 package router
 
 import (
@@ -127,16 +128,21 @@ func (t *Table) Resolve(msg Msg, eng *Engagement, now time.Time, ttl time.Durati
 			}
 			return Result{Folder: f, Observe: true, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID, Reason: fmt.Sprintf("route %d (seq %d) observes into %s", r.ID, r.Seq, f)}
 		}
-		if live {
-			return Result{Folder: eng.Folder, Topic: eng.Topic, How: Engaged, RouteID: r.ID,
-				Reason: fmt.Sprintf("live engagement with %s (answered %s ago) overrides route %d", eng.Folder, now.Sub(eng.At).Round(time.Second), r.ID)}
-		}
 		f, err := r.target.Expand(msg.Sender)
 		if err != nil {
 			return Result{How: Unrouted, RouteID: r.ID, Reason: fmt.Sprintf("route %d target: %v", r.ID, err)}
 		}
-		return Result{Folder: f, Topic: r.target.Topic, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID,
-			Reason: fmt.Sprintf("route %d (seq %d) match %q", r.ID, r.Seq, r.Match)}
+		reason := fmt.Sprintf("route %d (seq %d) match %q", r.ID, r.Seq, r.Match)
+		if live {
+			// An engagement steers a chat between folders of one tenant; it
+			// never carries a chat the operator routed to one tenant into another.
+			if Tenant(eng.Folder) == Tenant(f) {
+				return Result{Folder: eng.Folder, Topic: eng.Topic, How: Engaged, RouteID: r.ID,
+					Reason: fmt.Sprintf("live engagement with %s (answered %s ago) overrides route %d", eng.Folder, now.Sub(eng.At).Round(time.Second), r.ID)}
+			}
+			reason += fmt.Sprintf("; engagement with %s ignored: another tenant than %s", eng.Folder, Tenant(f))
+		}
+		return Result{Folder: f, Topic: r.target.Topic, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID, Reason: reason}
 	}
 	if eng != nil && eng.Folder != "" {
 		why := "live"
@@ -147,6 +153,12 @@ func (t *Table) Resolve(msg Msg, eng *Engagement, now time.Time, ttl time.Durati
 			Reason: fmt.Sprintf("no route matched; last engagement with %s (%s)", eng.Folder, why)}
 	}
 	return Result{How: Unrouted, Reason: "no route matched and the chat has no engagement"}
+}
+
+// Tenant is the top-level folder a folder belongs to.
+func Tenant(f string) string {
+	t, _, _ := strings.Cut(f, "/")
+	return t
 }
 
 func direct(addr string) Result {

@@ -51,6 +51,7 @@ func TestResolve(t *testing.T) {
 		{"stale engagement does not override", Msg{Platform: "tg", ChatJID: "tg:group:12"}, stale, 0, "corp/eng", "", false, ByRoute, 5},
 		{"custom ttl keeps it live", Msg{Platform: "tg", ChatJID: "tg:group:12"}, stale, time.Hour, "corp/eng/sre", "", false, Engaged, 5},
 		{"custom ttl expires it", Msg{Platform: "tg", ChatJID: "tg:group:12"}, live, 5 * time.Minute, "corp/eng", "", false, ByRoute, 5},
+		{"engagement never crosses tenants", Msg{Platform: "tg", ChatJID: "tg:group:12"}, &Engagement{Folder: "evil", At: now}, 0, "corp/eng", "", false, ByRoute, 5},
 		{"engagement fallback", Msg{Platform: "slack", ChatJID: "s:1"}, stale, 0, "corp/eng/sre", "", false, Fallback, 0},
 		{"unrouted", Msg{Platform: "slack", ChatJID: "s:1"}, nil, 0, "", "", false, Unrouted, 0},
 	}

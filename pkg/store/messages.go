@@ -93,6 +93,17 @@ func (s *Store) CountMessages(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// LastInbound returns the newest message a platform brought into chat
+// (host-written delegate and escalate rows are not such messages).
+func (s *Store) LastInbound(ctx context.Context, chat string) (Message, error) {
+	m, err := scanMessage(s.db.QueryRowContext(ctx, `SELECT `+msgCols+` FROM messages
+		WHERE chat_jid = ? AND direction = 'in' AND how NOT IN ('delegate', 'escalate') ORDER BY id DESC LIMIT 1`, chat))
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, fmt.Errorf("chat %q has no inbound message: %w", chat, ErrNotFound)
+	}
+	return m, err
+}
+
 // GetChat returns a chat; a chat never seen is ErrNotFound.
 func (s *Store) GetChat(ctx context.Context, jid string) (Chat, error) {
 	var c Chat

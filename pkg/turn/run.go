@@ -11,6 +11,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -175,8 +176,14 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		return Result{}, nil, err
 	}
 	var chat, replyTo string
+	engage := false
 	if len(msgs) > 0 {
-		chat, replyTo = msgs[len(msgs)-1].ChatJID, msgs[len(msgs)-1].PlatformID
+		last := msgs[len(msgs)-1]
+		chat, replyTo = last.ChatJID, last.PlatformID
+		switch router.How(last.How) {
+		case router.Direct, router.ByRoute, router.Engaged, router.Fallback:
+			engage = true
+		}
 	}
 	prompt, err := q.prompt(ctx, t, msgs)
 	if err != nil {
@@ -197,7 +204,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
 	}
 	// The socket is bound before the guest starts, so the agent finds it at once.
-	ln, err := q.o.Gated.Listen(ctx, gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo})
+	ln, err := q.o.Gated.Listen(ctx, gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo, Engage: engage})
 	if err != nil {
 		return Result{}, nil, err
 	}

@@ -1,0 +1,147 @@
+package gated
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// tenants is acme and globex, each with a Slack channel routed to it and a
+// user who already wrote there.
+func tenants(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t, "acme", "acme/ops", "globex")
+	for _, r := range []router.Route{
+		{Seq: 10, Match: "platform=slack chat_jid=slack:A1", Target: "acme"},
+		{Seq: 10, Match: "platform=slack chat_jid=slack:O1", Target: "acme/ops"},
+		{Seq: 10, Match: "platform=slack chat_jid=slack:G1", Target: "globex"},
+	} {
+		if _, err := f.l.AddRoute(f.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{"slack:A1", "slack:O1", "slack:G1"} {
+		f.post(t, c, "hello")
+	}
+	return f
+}
+
+func (f *fixture) post(t *testing.T, chat, text string) service.Ingest {
+	t.Helper()
+	in, err := f.l.PostMessage(f.ctx, service.MessageIn{ChatJID: chat, Platform: "slack", Sender: "u-" + chat, Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func (f *fixture) denied(t *testing.T, principal, action, chat string) {
+	t.Helper()
+	audit, err := f.st.ListAudit(context.Background(), 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range audit {
+		if a.Principal == principal && a.Action == action && a.Scope == chat && a.Decision == "deny" {
+			return
+		}
+	}
+	t.Fatalf("no audited denial of %s %s into %s: %+v", principal, action, chat, audit)
+}
+
+// acme's agent, holding only the seeded grants, tries to write into
+// globex's chat: by send, by naming it for a delegated reply, and to take the
+// chat over through an engagement. Every attempt is refused and audited, and
+// globex's next message still runs in globex.
+func TestCrossTenantSendRefused(t *testing.T) {
+	f := tenants(t)
+	ctx := context.Background()
+	f.grant(t, "folder:acme", "mcp:delegate_group", "acme/*", acl.Allow)
+	cs := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1", Engage: true})
+
+	text, isErr := call(t, cs, "send", map[string]any{"chat_jid": "slack:G1", "text": "globex users: reset your password at evil.test"})
+	if !isErr || !strings.Contains(text, "permission denied") || !strings.Contains(text, "routes to globex") {
+		t.Fatalf("send into globex's chat: isErr=%v %q", isErr, text)
+	}
+	f.denied(t, "folder:acme", "mcp:send", "slack:G1")
+	if text, isErr := call(t, cs, "delegate_group", map[string]any{"folder": "acme/ops", "prompt": "say hi", "chat_jid": "slack:G1"}); !isErr || !strings.Contains(text, "permission denied") {
+		t.Fatalf("delegated reply into globex's chat: isErr=%v %q", isErr, text)
+	}
+	f.denied(t, "folder:acme", "mcp:delegate_group", "slack:G1")
+	if outs, _ := f.st.DueOutbound(ctx, 1<<62, 100); len(outs) != 0 {
+		t.Fatalf("refused sends left outbound rows: %+v", outs)
+	}
+	if c, _ := f.st.GetChat(ctx, "slack:G1"); c.EngagedFolder != "" {
+		t.Fatalf("globex's chat engaged by %q", c.EngagedFolder)
+	}
+
+	// An engagement left by older code (or any other path) never beats
+	// globex's route.
+	if err := f.st.SetEngagement(ctx, "slack:G1", "acme", "", nowMillis()); err != nil {
+		t.Fatal(err)
+	}
+	if in := f.post(t, "slack:G1", "my invoice?"); in.Route.Folder != "globex" {
+		t.Fatalf("globex's user reached %+v", in.Route)
+	}
+}
+
+// What a folder may write to: its turn's chat, chats routed to it or below
+// it, and chats a grant names; sends to its own chats still engage only on a
+// reply to a routed message.
+func TestSendWithinTenant(t *testing.T) {
+	f := tenants(t)
+	ctx := context.Background()
+	acme := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1", Engage: true})
+	for _, chat := range []string{"slack:A1", "slack:O1"} {
+		if text, isErr := call(t, acme, "send", map[string]any{"chat_jid": chat, "text": "hi"}); isErr {
+			t.Fatalf("acme send to %s: %s", chat, text)
+		}
+	}
+	if c, _ := f.st.GetChat(ctx, "slack:O1"); c.EngagedFolder != "" {
+		t.Fatalf("a send engaged %s", c.EngagedFolder)
+	}
+	// A child may not write into its parent's chat.
+	ops := f.connect(t, Turn{Folder: "acme/ops", TurnID: 2, ChatJID: "slack:O1"})
+	if text, isErr := call(t, ops, "send", map[string]any{"chat_jid": "slack:A1", "text": "hi"}); !isErr {
+		t.Fatalf("acme/ops wrote into acme's chat: %s", text)
+	}
+	// A reply to a message that did not reach the folder by a route (a
+	// delegation naming the chat) does not engage it.
+	if _, err := call(t, ops, "reply", map[string]any{"text": "done"}); err {
+		t.Fatal("reply refused")
+	}
+	if c, _ := f.st.GetChat(ctx, "slack:O1"); c.EngagedFolder != "" {
+		t.Fatalf("a reply to an unrouted turn engaged %s", c.EngagedFolder)
+	}
+	// A grant naming one chat opens exactly that chat.
+	if _, err := f.l.AddGrant(f.ctx, acl.Grant{Principal: "folder:acme", Action: "mcp:send", Scope: "{self}", Effect: acl.Allow, Params: ChatParam + "slack:G1"}); err != nil {
+		t.Fatal(err)
+	}
+	if text, isErr := call(t, acme, "send", map[string]any{"chat_jid": "slack:G1", "text": "partner update"}); isErr {
+		t.Fatalf("send to a granted chat: %s", text)
+	}
+	if text, isErr := call(t, acme, "send", map[string]any{"chat_jid": "slack:nowhere", "text": "x"}); !isErr || !strings.Contains(text, "routes to no folder") {
+		t.Fatalf("send to an unrouted chat: %q", text)
+	}
+}
+
+// register_group may not add a route for a chat another tenant owns.
+func TestRegisterGroupRefusesForeignChat(t *testing.T) {
+	f := tenants(t)
+	f.grant(t, "folder:acme", "mcp:register_group", "acme/**", acl.Allow)
+	cs := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1"})
+	if text, isErr := call(t, cs, "register_group", map[string]any{"folder": "acme/grab", "chat_jid": "slack:G1"}); !isErr || !strings.Contains(text, "permission denied") {
+		t.Fatalf("register_group over globex's chat: %q", text)
+	}
+	f.denied(t, "folder:acme", "mcp:register_group", "slack:G1")
+	if in := f.post(t, "slack:G1", "still mine?"); in.Route.Folder != "globex" {
+		t.Fatalf("globex's chat now reaches %+v", in.Route)
+	}
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }
