@@ -123,7 +123,7 @@ func (e *env) start(t testing.TB, runner Runner, mod func(*Options)) *Queue {
 	g := gated.New(gated.Options{Store: e.st, Gate: e.l.Gate(), Control: e.l, DataDir: e.data,
 		OnMessage: func(f, _ string) { q.Kick(f) }})
 	o := Options{Store: e.st, Gate: e.l.Gate(), Control: e.l, Gated: g, Runner: runner, DataDir: e.data,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: 40 * time.Millisecond, RetryDelay: 10 * time.Millisecond, Sweep: 50 * time.Millisecond}
+		RetryDelay: 10 * time.Millisecond, Sweep: 50 * time.Millisecond}
 	if mod != nil {
 		mod(&o)
 	}

@@ -1,6 +1,6 @@
 // Package turn runs agent turns: a queue with one worker per folder (a folder
-// has at most one live guest), an instance-wide cap on live guests with
-// backoff, and runTurn, which builds the prompt, binds the folder's MCP
+// has at most one live guest), an instance-wide cap on live guests whose
+// freed slot goes at once to a waiting folder, and runTurn, which builds the prompt, binds the folder's MCP
 // socket and runs the agent through a Runner, retrying what a retry can fix.
 // Turns and their claimed messages live in the store, so a daemon that dies
 // mid-turn runs the turn again when it starts.
@@ -20,8 +20,6 @@ import (
 // Defaults.
 const (
 	DefaultMaxGuests       = 5
-	DefaultBackoffMin      = 4 * time.Second
-	DefaultBackoffMax      = time.Minute
 	DefaultMaxRetries      = 3
 	DefaultRetryDelay      = 2 * time.Second
 	DefaultSweep           = 5 * time.Second
@@ -46,8 +44,6 @@ type Options struct {
 	DataDir string
 
 	MaxGuests  int           // live guests for the instance; 0 = DefaultMaxGuests
-	BackoffMin time.Duration // first wait for a guest slot, doubling; 0 = DefaultBackoffMin
-	BackoffMax time.Duration // 0 = DefaultBackoffMax
 	MaxRetries int           // retries of a failed turn; 0 = DefaultMaxRetries, <0 = none
 	RetryDelay time.Duration // 0 = DefaultRetryDelay
 	Sweep      time.Duration // how often to look for work nobody announced; 0 = DefaultSweep
@@ -83,12 +79,6 @@ type Queue struct {
 func New(o Options) *Queue {
 	if o.MaxGuests <= 0 {
 		o.MaxGuests = DefaultMaxGuests
-	}
-	if o.BackoffMin <= 0 {
-		o.BackoffMin = DefaultBackoffMin
-	}
-	if o.BackoffMax <= 0 {
-		o.BackoffMax = DefaultBackoffMax
 	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = DefaultMaxRetries
@@ -252,40 +242,33 @@ func (q *Queue) step(ctx context.Context, folder string) (bool, error) {
 			return false, nil
 		}
 	}
-	release, err := q.acquire(ctx, folder)
-	if err != nil {
-		return false, err
-	}
-	defer release()
 	q.runTurn(ctx, t)
 	return true, nil
 }
 
-// acquire takes a guest slot, waiting with backoff while the instance is at
-// its cap; the turn stays queued meanwhile, never dropped.
+// acquire takes a guest slot, blocking while the instance is at its cap: a
+// release hands the slot straight to one waiter, so a freed slot never sits
+// idle. The turn stays queued meanwhile, never dropped.
 func (q *Queue) acquire(ctx context.Context, folder string) (func(), error) {
-	wait := q.o.BackoffMin
-	for {
-		select {
-		case q.slots <- struct{}{}:
-			q.mu.Lock()
-			delete(q.waiting, folder)
-			q.mu.Unlock()
-			return func() { <-q.slots }, nil
-		default:
-		}
+	release := func() { <-q.slots }
+	select {
+	case q.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	q.mu.Lock()
+	q.waiting[folder] = true
+	q.mu.Unlock()
+	defer func() {
 		q.mu.Lock()
-		q.waiting[folder] = true
+		delete(q.waiting, folder)
 		q.mu.Unlock()
-		q.o.Log.Info("turn waits for a guest slot", "folder", folder, "cap", q.o.MaxGuests, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			q.mu.Lock()
-			delete(q.waiting, folder)
-			q.mu.Unlock()
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, q.o.BackoffMax)
+	}()
+	q.o.Log.Info("turn waits for a guest slot", "folder", folder, "cap", q.o.MaxGuests)
+	select {
+	case q.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }

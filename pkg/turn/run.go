@@ -168,9 +168,6 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	if err != nil {
 		return Result{}, nil, err
 	}
-	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
-		return Result{}, nil, err
-	}
 	msgs, err := q.o.Store.TurnMessages(ctx, t)
 	if err != nil {
 		return Result{}, nil, err
@@ -209,11 +206,25 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		return Result{}, nil, err
 	}
 	defer ln.Close()
+	// The slot is held from the attempt's start to its guest's exit only; the
+	// turn is prepared before and recorded after, so a freed slot goes to a
+	// ready turn at once.
+	release, err := q.acquire(ctx, t.Folder)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	var once sync.Once
+	done := func() { once.Do(release) }
+	defer done()
+	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
+		return Result{}, nil, err
+	}
 	var out limitBuf
 	res, err := q.o.Runner.Run(ctx, Job{
 		Turn: t, Argv: f.AgentCommand, Env: env, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
 		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
 	})
+	done()
 	return res, out.Bytes(), err
 }
 
