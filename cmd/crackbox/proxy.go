@@ -261,7 +261,7 @@ func (d *daemon) reload() {
 // private proxy takes) plus the daemon's decision log; Registerer and Logger are set
 // once by the caller.
 func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
-	opts, err := runProxyOptions(cfg, nil)
+	opts, err := cfg.Proxy.RunOptions(nil)
 	if err != nil {
 		return opts, err
 	}

@@ -140,7 +140,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	popts, err := runProxyOptions(cfg, rf.net.allowCIDRs)
+	popts, err := cfg.Proxy.RunOptions(rf.net.allowCIDRs)
 	if err != nil {
 		return err
 	}

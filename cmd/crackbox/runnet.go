@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/runrec"
 )
 
@@ -75,55 +72,6 @@ func allowList(nf netFlags, mode string, defaultPorts []int) (*allow.List, error
 		return nil, fmt.Errorf("--allow: %w", err)
 	}
 	return list, nil
-}
-
-// runProxyOptions turns the [proxy] keys that apply to a run's private proxy (hosts,
-// resolver, allow_cidrs, default ports, timeouts) plus --allow-cidr into proxy.Options.
-func runProxyOptions(cfg *config.Config, extraCIDRs []string) (proxy.Options, error) {
-	p := cfg.Proxy
-	opts := proxy.Options{
-		Resolver:       p.Resolver,
-		Hosts:          map[string][]netip.Addr{},
-		DefaultPorts:   p.DefaultPorts,
-		DialTimeout:    p.DialTimeout.Duration,
-		IdleTimeout:    p.IdleTimeout.Duration,
-		HeaderTimeout:  p.HeaderTimeout.Duration,
-		MaxClientConns: p.MaxClientConns,
-	}
-	for _, s := range p.AllowCIDRs {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return opts, fmt.Errorf("proxy.allow_cidrs: %w", err)
-		}
-		opts.AllowCIDRs = append(opts.AllowCIDRs, pfx)
-	}
-	for _, list := range extraCIDRs {
-		for _, s := range strings.Split(list, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
-			pfx, err := netip.ParsePrefix(s)
-			if err != nil {
-				if a, aerr := netip.ParseAddr(s); aerr == nil {
-					pfx = netip.PrefixFrom(a, a.BitLen())
-				} else {
-					return opts, fmt.Errorf("--allow-cidr %q: want a range like 10.0.0.0/8 or an address", s)
-				}
-			}
-			opts.AllowCIDRs = append(opts.AllowCIDRs, pfx.Masked())
-		}
-	}
-	for name, addrs := range p.Hosts {
-		for _, s := range addrs {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return opts, fmt.Errorf("proxy.hosts: %s: %w", name, err)
-			}
-			opts.Hosts[name] = append(opts.Hosts[name], a)
-		}
-	}
-	return opts, nil
 }
 
 // decisionSink is the run record's decision log plus --log FILE ("-" is stderr).

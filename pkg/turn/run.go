@@ -56,10 +56,17 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnFailed, Error: fmt.Sprintf("gave up after %d attempts", t.Attempts)}, log)
 			return
 		}
+		// A guest slot is held for one attempt and its record, never across
+		// the retry delay: the next waiting turn takes it at once.
+		release, err := q.acquire(ctx, t.Folder)
+		if err != nil {
+			return
+		}
 		start := time.Now()
 		res, out, err := q.attempt(ctx, t)
 		t.Attempts++
 		if ctx.Err() != nil {
+			release()
 			log.Info("turn cut off by shutdown; it runs again at the next start")
 			return
 		}
@@ -91,6 +98,7 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			if rerr := q.o.Store.RequeueTurn(ctx, t.ID, errText(err, out)); rerr != nil {
 				log.Error("requeue turn", "err", rerr)
 			}
+			release()
 			select {
 			case <-ctx.Done():
 				return
@@ -99,6 +107,7 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			continue
 		}
 		q.finish(ctx, t.ID, end, log)
+		release()
 		return
 	}
 }
@@ -206,16 +215,6 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		return Result{}, nil, err
 	}
 	defer ln.Close()
-	// The slot is held from the attempt's start to its guest's exit only; the
-	// turn is prepared before and recorded after, so a freed slot goes to a
-	// ready turn at once.
-	release, err := q.acquire(ctx, t.Folder)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	var once sync.Once
-	done := func() { once.Do(release) }
-	defer done()
 	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
 		return Result{}, nil, err
 	}
@@ -224,7 +223,6 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		Turn: t, Argv: f.AgentCommand, Env: env, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
 		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
 	})
-	done()
 	return res, out.Bytes(), err
 }
 
