@@ -20,6 +20,10 @@ type Config struct {
 	Routing Routing     `toml:"routing"`
 	Log     Log         `toml:"log"`
 	Turns   TurnsConfig `toml:"turns"`
+	// Proxy holds the keys of crackbox's [proxy] that shape every turn's
+	// private egress proxy: resolver, hosts, allow_cidrs, default_ports and
+	// the timeouts. What a guest may reach is each folder's network rules.
+	Proxy config.Proxy `toml:"proxy"`
 
 	file string
 }
@@ -48,7 +52,10 @@ type Log struct {
 const defaultListen = "127.0.0.1:7480"
 
 func defaultConfig() *Config {
+	p := config.Default().Proxy
+	p.Listen, p.Transparent = "", ""
 	return &Config{
+		Proxy:   p,
 		Server:  Server{Listen: defaultListen},
 		Routing: Routing{EngagementTTL: config.Duration{Duration: router.DefaultEngagementTTL}},
 	}
@@ -92,6 +99,9 @@ func loadConfig() (*Config, error) {
 	if c.Routing.EngagementTTL.Duration < 0 || c.Routing.EngagementTTL.Duration > 30*24*time.Hour {
 		return nil, fmt.Errorf("%s: routing.engagement_ttl %s: want 0 to 720h", path, c.Routing.EngagementTTL.Duration)
 	}
+	if err := c.proxyOptions(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if c.Server.TokenFile == "" {
 		c.Server.TokenFile = filepath.Join(c.DataDir, "token")
 	}
@@ -108,4 +118,31 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
+}
+
+// proxyOptions checks [proxy] with crackbox's own validation and builds the
+// turns' proxy options with crackbox's one builder. Keys that only a
+// standalone proxy has are refused rather than ignored.
+func (c *Config) proxyOptions() error {
+	p := c.Proxy
+	for _, k := range []struct{ key, val string }{{"listen", p.Listen}, {"transparent", p.Transparent},
+		{"decision_log", p.DecisionLog}, {"state_file", p.StateFile}, {"client", p.Client}} {
+		if k.val != "" {
+			return fmt.Errorf("proxy.%s: turns run a private proxy per guest, so this key does nothing here; remove it", k.key)
+		}
+	}
+	if len(p.Allow) > 0 {
+		return errors.New("proxy.allow: what a turn's guest may reach is its folder's network rules; use `arizuko network allow FOLDER HOST`")
+	}
+	cc := config.Default()
+	cc.Proxy = p
+	if err := cc.Validate(); err != nil {
+		return err
+	}
+	opts, err := cc.Proxy.RunOptions(nil)
+	if err != nil {
+		return err
+	}
+	c.Turns.proxy = opts
+	return nil
 }

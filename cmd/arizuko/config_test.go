@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 func TestExampleConfigDecodes(t *testing.T) {
@@ -28,5 +29,33 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 	_, err := loadConfig()
 	if err == nil || !strings.Contains(err.Error(), "server.listen_port") || !strings.Contains(err.Error(), p+":3") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The operator's [proxy] keys reach the runner every turn uses, through
+// crackbox's own builder; keys that mean nothing for turns are refused.
+func TestProxyConfigReachesTurnRunner(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "arizuko.toml")
+	os.WriteFile(p, []byte("[proxy]\nresolver = \"127.0.0.53\"\nallow_cidrs = [\"10.9.0.0/16\"]\n[proxy.hosts]\n\"git.internal\" = [\"10.9.0.7\"]\n"), 0o600)
+	flagConfig = p
+	defer func() { flagConfig = "" }()
+	c, err := loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := newTurnRunner(c.Turns).(*turn.JailRunner)
+	if !ok {
+		t.Fatalf("runner %T", newTurnRunner(c.Turns))
+	}
+	o := r.Proxy
+	if o.Resolver != "127.0.0.53:53" || len(o.AllowCIDRs) != 1 || o.AllowCIDRs[0].String() != "10.9.0.0/16" ||
+		len(o.Hosts["git.internal"]) != 1 || o.Hosts["git.internal"][0].String() != "10.9.0.7" || o.DialTimeout != 10*time.Second {
+		t.Fatalf("turn proxy options %+v", o)
+	}
+	for _, bad := range []string{"allow = [\"x.test\"]", "listen = \":3128\"", "resolver = \"not an ip\"", "allow_cidrs = [\"10.0.0.1\"]"} {
+		os.WriteFile(p, []byte("[proxy]\n"+bad+"\n"), 0o600)
+		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "proxy.") {
+			t.Errorf("%s: err = %v", bad, err)
+		}
 	}
 }

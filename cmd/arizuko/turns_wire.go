@@ -15,6 +15,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -44,6 +45,8 @@ type TurnsConfig struct {
 	// MaxTurnsPerDay (given to service.Open) caps each folder's turns over a sliding 24 h (0 =
 	// unlimited); `arizuko folder budget FOLDER N` overrides it per folder.
 	MaxTurnsPerDay int `toml:"max_turns_per_day"`
+
+	proxy proxy.Options // built from [proxy] by loadConfig
 }
 
 func (tc TurnsConfig) validate() error {
@@ -78,7 +81,7 @@ func envInt(name string, def int) int {
 // Tests of this package replace it with a host process.
 var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 	return &turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
-		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1}
+		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}
 }
 
 // kickingService wakes the turn queue for every routed message it accepts,
