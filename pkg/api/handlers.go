@@ -12,6 +12,7 @@ import (
 )
 
 func (s *Server) register() {
+	s.observeRoutes()
 	s.handle("/health", false, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		doc := buildinfo.Get().Fields()
 		doc["status"] = "ok"

@@ -36,6 +36,9 @@ type Service interface {
 	ListMembers(ctx context.Context) ([]acl.Edge, error)
 	ListAudit(ctx context.Context, limit int) ([]store.AuditEntry, error)
 
+	ListObservations(ctx context.Context, observer string) ([]store.Observation, error)
+	RemoveObservation(ctx context.Context, observer, source string) error
+
 	SetNetworkRule(ctx context.Context, r store.NetworkRule) (store.NetworkRule, error)
 	RemoveNetworkRule(ctx context.Context, folder, host string) error
 	ListNetwork(ctx context.Context, folder string) (NetworkView, error)

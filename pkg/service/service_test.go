@@ -315,13 +315,20 @@ func TestPostMessageRoutingAndDedup(t *testing.T) {
 	if err != nil || !again.Duplicate || again.Message.ID != out.Message.ID {
 		t.Fatalf("dup %+v %v", again, err)
 	}
-	// The chat answered from corp a minute ago: the engagement overrides the route.
-	if err := l.Store().SetEngagement(context.Background(), "tg:1", "corp", "", nowMillis()-60_000); err != nil {
+	// The chat answered from users a minute ago: the engagement overrides the
+	// route within its tenant; an engagement with corp, another tenant, never does.
+	if err := l.Store().SetEngagement(context.Background(), "tg:1", "users", "", nowMillis()-60_000); err != nil {
 		t.Fatal(err)
 	}
 	r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "bob"})
-	if err != nil || r.Folder != "corp" || r.How != router.Engaged {
+	if err != nil || r.Folder != "users" || r.How != router.Engaged {
 		t.Fatalf("engaged %+v %v", r, err)
+	}
+	if err := l.Store().SetEngagement(context.Background(), "tg:1", "corp", "", nowMillis()-60_000); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "bob"}); err != nil || r.Folder != "users/bob" || r.How != router.ByRoute {
+		t.Fatalf("cross-tenant engagement %+v %v", r, err)
 	}
 	if _, err := l.Store().GetFolder(context.Background(), "users/bob"); err != nil {
 		t.Fatalf("per-sender folder not created: %v", err)

@@ -84,6 +84,22 @@ func (s *Store) Observed(ctx context.Context, observer string) ([]string, error)
 	return out, rows.Err()
 }
 
+// Observation is one observer folder watching a source folder.
+type Observation struct {
+	Observer  string `json:"observer"`
+	Source    string `json:"source"`
+	CreatedAt int64  `json:"created_at"`
+}
+
+// ListObservations returns the observations of observer, or all when it is "".
+func (s *Store) ListObservations(ctx context.Context, observer string) ([]Observation, error) {
+	return queryAll(ctx, s.db, func(sc scanner) (Observation, error) {
+		var o Observation
+		err := sc.Scan(&o.Observer, &o.Source, &o.CreatedAt)
+		return o, err
+	}, `SELECT observer, source, created_at FROM observers WHERE ? = '' OR observer = ? ORDER BY observer, source`, observer, observer)
+}
+
 // Adapter is a platform's callback: outbound messages go to <URL>/send.
 type Adapter struct {
 	Platform    string `json:"platform"`

@@ -150,6 +150,9 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	if err := e.st.AddObserver(ctx, "a", "b"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:a", Action: "mcp:observe_group", Scope: "b", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := e.st.PutMessage(ctx, store.Message{ChatJID: "test:b", Text: "chatter in b", Folder: "b", How: "observe"}); err != nil {
 		t.Fatal(err)
 	}

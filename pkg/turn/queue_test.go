@@ -167,6 +167,9 @@ func TestHostAgentRepliesThroughMCP(t *testing.T) {
 	if err := e.st.AddObserver(context.Background(), "a", "b"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:a", Action: "mcp:observe_group", Scope: "b", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:a", Action: "mcp:submit_turn", Scope: "{self}", Effect: acl.Allow}); err != nil {
 		t.Fatal(err)
 	}

@@ -231,8 +231,18 @@ func (q *Queue) prompt(ctx context.Context, t store.Turn, msgs []store.Message) 
 	if err != nil {
 		return "", err
 	}
+	p, err := q.o.Gate.Policy(ctx)
+	if err != nil {
+		return "", err
+	}
 	var obs []Observed
 	for _, s := range sources {
+		// The grant that let the folder start observing must still hold: a
+		// revoked allow or a new deny ends what it may read from the next turn.
+		if d := p.Decide("folder:"+t.Folder, "mcp:observe_group", s); !d.Allow {
+			q.o.Log.Info("observation not used: grant no longer holds", "folder", t.Folder, "source", s, "reason", d.Reason)
+			continue
+		}
 		ms, err := q.o.Store.RecentFolderMessages(ctx, s, q.o.ObserveMessages)
 		if err != nil {
 			return "", err
