@@ -16,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -79,6 +80,10 @@ func TestGuestTurnsDelegateDenyDeliver(t *testing.T) {
 	e := newEnv(t, "", "corp", "corp/eng")
 	ctx := context.Background()
 	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:corp", Action: "mcp:delegate_group", Scope: "corp/*", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	// corp may name room9 for its child's reply because room9 is corp's chat.
+	if _, err := e.l.AddRoute(e.ctx, router.Route{Seq: 10, Match: "chat_jid=test:room9", Target: "corp"}); err != nil {
 		t.Fatal(err)
 	}
 	a := newTestAdapter(t)
@@ -199,6 +204,9 @@ func TestGuestEscalationReachesParent(t *testing.T) {
 	e := newEnv(t, "", "corp", "corp/eng")
 	ctx := context.Background()
 	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:corp/eng", Action: "mcp:escalate_group", Scope: "corp", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.AddRoute(e.ctx, router.Route{Seq: 10, Match: "chat_jid=test:room1", Target: "corp/eng"}); err != nil {
 		t.Fatal(err)
 	}
 	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
