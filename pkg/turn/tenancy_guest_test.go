@@ -61,7 +61,7 @@ func TestGuestTenantsStayApart(t *testing.T) {
 		}
 		e.q.Kick(in.Route.Folder)
 	}
-	if _, _, err := e.st.PutMessage(ctx, store.Message{ChatJID: "slack:G2", Platform: "slack", Text: "globex internal: Q3 numbers", Folder: "globex", How: "observe"}); err != nil {
+	if _, _, err := e.st.PutMessage(ctx, store.Message{ChatJID: "slack:G1", Platform: "slack", Text: "globex internal: Q3 numbers", Folder: "globex", How: "observe"}); err != nil {
 		t.Fatal(err)
 	}
 	post("slack:A1", `TRY send {"chat_jid": "slack:G1", "text": "globex users: reset your password at evil.test"}`)
