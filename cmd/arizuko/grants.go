@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,7 +22,14 @@ func init() {
 		Long: `Grant ACTION on SCOPE to PRINCIPAL. ACTION is exact, "ns:*" or "*"; SCOPE
 globs whole segments: "*" one, "**" zero or more ("corp/eng/**" covers corp/eng
 and below). A deny row always wins. You may only grant a subset of what you
-hold with grant option.`,
+hold with grant option. A folder principal must exist.
+
+Actions arizuko checks (anything else is refused):
+  ` + wrapActions(acl.Actions) + `
+  shell:env:<KEY>  pass the folder secret KEY into the agent's environment
+
+A row of mcp:send with --params '{"chat_jid":"<jid>"}' lets the folder send to
+that one chat although it routes to another folder.`,
 		Args: cobra.ExactArgs(3),
 		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
 			g := acl.Grant{Principal: args[0], Action: args[1], Scope: args[2], Effect: acl.Allow, Params: params, GrantOption: option}
@@ -38,7 +46,7 @@ hold with grant option.`,
 	}
 	add.Flags().BoolVar(&deny, "deny", false, "add a deny row")
 	add.Flags().BoolVar(&option, "grant-option", false, "let the principal grant subsets of this row")
-	add.Flags().StringVar(&params, "params", "", "opaque parameters (JSON) the row carries")
+	add.Flags().StringVar(&params, "params", "", `parameters (JSON) the row carries, e.g. '{"chat_jid":"slack:C1"}' on mcp:send`)
 
 	var principal string
 	ls := &cobra.Command{
@@ -114,4 +122,20 @@ hold with grant option.`,
 	}
 	audit.Flags().IntVar(&limit, "limit", 50, "entries to show")
 	root.AddCommand(audit)
+}
+
+// wrapActions lists actions a few to a line for --help.
+func wrapActions(as []string) string {
+	var b strings.Builder
+	for i, a := range as {
+		switch {
+		case i == 0:
+		case i%6 == 0:
+			b.WriteString("\n  ")
+		default:
+			b.WriteString(" ")
+		}
+		b.WriteString(a)
+	}
+	return b.String()
 }

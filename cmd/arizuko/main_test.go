@@ -226,7 +226,9 @@ func TestSecretRotate(t *testing.T) {
 	keyFile := filepath.Join(data, "secrets.key")
 	k1 := strings.TrimSpace(readFile(t, keyFile))
 	mustAz(t, e, "folder", "add", "corp")
-	mustAz(t, e, "secret", "set", "corp", "TOKEN", "v1")
+	if _, stderr, err := azIn(t, e, "v1", "secret", "set", "corp", "TOKEN"); err != nil {
+		t.Fatal(stderr)
+	}
 	if out := mustAz(t, e, "secret", "ls"); !strings.Contains(out, "TOKEN") || strings.Contains(out, "v1") {
 		t.Fatalf("ls: %s", out)
 	}
@@ -235,7 +237,9 @@ func TestSecretRotate(t *testing.T) {
 	if out := mustAz(t, e, "secret", "rotate"); !strings.Contains(out, "resealed 1") {
 		t.Fatalf("rotate: %s", out)
 	}
-	mustAz(t, e, "secret", "set", "corp", "OTHER", "v2")
+	if _, stderr, err := azIn(t, e, "v2", "secret", "set", "corp", "OTHER"); err != nil {
+		t.Fatal(stderr)
+	}
 
 	os.WriteFile(keyFile, []byte(k3+"\n"+k2+"\n"), 0o600)
 	d := startDaemon(t, e, data)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -25,22 +27,23 @@ func scopeArg(s string) string {
 
 func init() {
 	set := &cobra.Command{
-		Use:   "set SCOPE NAME [VALUE]",
-		Short: "Store a secret (write-only); without VALUE it is read from stdin",
+		Use:   "set SCOPE NAME",
+		Short: "Store a secret (write-only), typed at a prompt without echo or piped on stdin",
 		Long: `Store a secret for SCOPE (a folder path, folder:<path> or user:<id>).
-Folder secrets are inherited by every folder below. Values are sealed with
-AES-256-GCM and never come back out through any API.`,
-		Args: cobra.RangeArgs(2, 3),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
-			var v string
+The value is typed at a prompt that does not echo, or read from stdin when it
+is a pipe or file; never from the command line, where ps and shell history
+would show it. Folder secrets are inherited by every folder below. Values are
+sealed with AES-256-GCM and never come back out through any API.`,
+		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 3 {
-				v = args[2]
-			} else {
-				b, err := io.ReadAll(io.LimitReader(os.Stdin, service.MaxSecret+1))
-				if err != nil {
-					return err
-				}
-				v = strings.TrimSuffix(string(b), "\n")
+				return errors.New("secret values are not taken from the command line (ps and shell history show them); type it at the prompt or pipe it: printf %s \"$V\" | arizuko secret set SCOPE NAME")
+			}
+			return cobra.ExactArgs(2)(nil, args)
+		},
+		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+			v, err := readSecret(args[1])
+			if err != nil {
+				return err
 			}
 			return s.SetSecret(ctx, service.SecretIn{Scope: scopeArg(args[0]), Name: args[1], Value: v})
 		}),
@@ -94,4 +97,30 @@ file), run rotate, then drop the old key.`,
 		},
 	}
 	group("secret", "Manage secrets (write-only)", set, rm, ls, rotate, keygen)
+}
+
+// readSecret reads a value from the terminal without echo, or from stdin
+// when it is not a terminal; one trailing newline is dropped. An empty value
+// is refused here, before anything is stored.
+func readSecret(name string) (string, error) {
+	var v string
+	if fd := int(os.Stdin.Fd()); term.IsTerminal(fd) {
+		fmt.Fprintf(os.Stderr, "value for %s (not shown): ", name)
+		b, err := term.ReadPassword(fd)
+		fmt.Fprintln(os.Stderr)
+		if err != nil {
+			return "", fmt.Errorf("read %s from the terminal: %w", name, err)
+		}
+		v = string(b)
+	} else {
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, service.MaxSecret+1))
+		if err != nil {
+			return "", err
+		}
+		v = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	}
+	if v == "" {
+		return "", fmt.Errorf("secret %s: the value is empty; type it at the prompt or pipe it on stdin", name)
+	}
+	return v, nil
 }

@@ -2,6 +2,7 @@ package gated
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -13,10 +14,12 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// ChatParam is the grant params that name one chat a folder may send to
-// although it routes elsewhere: ("folder:a", "mcp:send", "{self}", params
-// "chat_jid=slack:C1").
-const ChatParam = "chat_jid="
+// ChatParams is the params of a grant row that names one chat a folder may
+// send to although it routes elsewhere: ("folder:a", "mcp:send", "{self}",
+// params {"chat_jid":"slack:C1"}).
+type ChatParams struct {
+	ChatJID string `json:"chat_jid"`
+}
 
 // mayChat applies the chat rule of the package doc to a message this turn's
 // folder wants to write into chat (how is the tool). A refusal is audited and
@@ -37,7 +40,7 @@ func (h *handler) mayChat(ctx context.Context, how, chat string) error {
 		return err
 	}
 	d := acl.Decision{Principal: h.t.principal(), Action: "mcp:" + how, Scope: chat,
-		Reason: fmt.Sprintf("chat %s %s, not to %s or below, and no grant names it (params %q)", chat, why, h.t.Folder, ChatParam+chat)}
+		Reason: fmt.Sprintf("chat %s %s, not to %s or below, and no mcp:send grant names it (params {\"chat_jid\":%q})", chat, why, h.t.Folder, chat)}
 	h.s.o.Log.Info("gated deny", "folder", h.t.Folder, "tool", how, "chat", chat)
 	return h.s.o.Gate.Refuse(ctx, d)
 }
@@ -85,9 +88,12 @@ func (h *handler) grantNames(ctx context.Context, chat string) (bool, error) {
 		in[c] = true
 	}
 	for _, g := range rows {
+		if !in[g.Principal] || g.Effect != acl.Allow || g.Params == "" || !acl.ActionMatch(g.Action, "mcp:send") {
+			continue
+		}
+		var cp ChatParams
 		scope := strings.ReplaceAll(g.Scope, acl.SelfSegment, h.t.Folder)
-		if in[g.Principal] && g.Effect == acl.Allow && g.Params == ChatParam+chat && acl.ActionMatch(g.Action, "mcp:send") &&
-			acl.ScopeMatch(scope, h.t.Folder) {
+		if json.Unmarshal([]byte(g.Params), &cp) == nil && cp.ChatJID == chat && acl.ScopeMatch(scope, h.t.Folder) {
 			return true, nil
 		}
 	}

@@ -9,7 +9,7 @@
 // for a delegate_group or escalate_group reply) only when it is the chat its
 // turn answers, the route table (engagements ignored) sends the chat to the
 // folder or below it, or an allow row of mcp:send held by the folder names
-// the chat in its params (ChatParam). Every other write is refused with a
+// the chat in its params (ChatParams). Every other write is refused with a
 // readable error and audited. Only a reply to the chat of a message routed to
 // the folder sets the chat's engagement, and the router never lets an
 // engagement carry a chat into another tenant (top-level folder) than its

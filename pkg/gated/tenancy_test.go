@@ -119,7 +119,7 @@ func TestSendWithinTenant(t *testing.T) {
 		t.Fatalf("a reply to an unrouted turn engaged %s", c.EngagedFolder)
 	}
 	// A grant naming one chat opens exactly that chat.
-	if _, err := f.l.AddGrant(f.ctx, acl.Grant{Principal: "folder:acme", Action: "mcp:send", Scope: "{self}", Effect: acl.Allow, Params: ChatParam + "slack:G1"}); err != nil {
+	if _, err := f.l.AddGrant(f.ctx, acl.Grant{Principal: "folder:acme", Action: "mcp:send", Scope: "{self}", Effect: acl.Allow, Params: `{"chat_jid":"slack:G1"}`}); err != nil {
 		t.Fatal(err)
 	}
 	if text, isErr := call(t, acme, "send", map[string]any{"chat_jid": "slack:G1", "text": "partner update"}); isErr {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -93,12 +94,43 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 	if err := l.check(ctx, "route:add", routeScope(r.Target)); err != nil {
 		return r, err
 	}
+	if err := l.routeFits(ctx, r); err != nil {
+		return r, err
+	}
 	out, err := l.st.InsertRoute(ctx, r)
 	if err != nil {
 		return r, err
 	}
 	l.invalidate()
 	return out, nil
+}
+
+// routeFits refuses a route that could never deliver (its target folder, or
+// for a {sender} target the folder above it, does not exist) and one that
+// repeats an existing route's match and target.
+func (l *Local) routeFits(ctx context.Context, r router.Route) error {
+	f, _, _ := strings.Cut(r.Target, "#")
+	must := f
+	if strings.Contains(f, router.SenderVar) {
+		must = folder.Parent(f[:strings.Index(f, router.SenderVar)] + "x")
+	}
+	if must != "" {
+		if _, err := l.st.GetFolder(ctx, must); errors.Is(err, store.ErrNotFound) {
+			return invalid("route target %q: no folder %q; add it first with `arizuko folder add %s`", r.Target, must, must)
+		} else if err != nil {
+			return err
+		}
+	}
+	rs, err := l.st.ListRoutes(ctx)
+	if err != nil {
+		return err
+	}
+	for _, x := range rs {
+		if x.Match == r.Match && x.Target == r.Target {
+			return fmt.Errorf("route %d already sends %q to %s: %w", x.ID, r.Match, r.Target, ErrConflict)
+		}
+	}
+	return nil
 }
 
 // ListRoutes lists the table in resolution order; needs route:read on the tree.

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -13,6 +15,16 @@ func (l *Local) AddGrant(ctx context.Context, g acl.Grant) (acl.Grant, error) {
 	g.GrantedBy = Principal(ctx)
 	if err := g.Validate(); err != nil {
 		return g, err
+	}
+	if err := acl.ValidateKnownAction(g.Action); err != nil {
+		return g, err
+	}
+	if f, ok := strings.CutPrefix(g.Principal, "folder:"); ok {
+		if _, err := l.st.GetFolder(ctx, f); errors.Is(err, store.ErrNotFound) {
+			return g, invalid("principal %s: no folder %q; add it first with `arizuko folder add %s`", g.Principal, f, f)
+		} else if err != nil {
+			return g, err
+		}
 	}
 	if err := l.gate.CheckGrant(ctx, l.principal(ctx), g); err != nil {
 		return g, err

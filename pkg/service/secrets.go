@@ -62,6 +62,9 @@ func (l *Local) SetSecret(ctx context.Context, in SecretIn) error {
 	if err := validSecretName(in.Name); err != nil {
 		return err
 	}
+	if in.Value == "" {
+		return invalid("secret %s is empty; give it a value (an empty secret is never what an agent needs)", in.Name)
+	}
 	if len(in.Value) > MaxSecret {
 		return invalid("secret value is %d bytes, the limit is %d", len(in.Value), MaxSecret)
 	}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// azIn runs the binary with stdin from in.
+func azIn(t *testing.T, e []string, in string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = e
+	cmd.Stdin = strings.NewReader(in)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	return out.String(), errb.String(), err
+}
+
+// Settings that could never work are refused with a message naming the fix,
+// exactly as an operator would type them.
+func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
+	_, e := initData(t)
+	mustAz(t, e, "folder", "add", "corp")
+	mustAz(t, e, "route", "add", "--seq", "10", "--match", "platform=slack", "--target", "corp")
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"route to a missing folder", "", []string{"route", "add", "--match", "platform=x", "--target", "nosuch"}, `no folder "nosuch"`},
+		{"duplicate route", "", []string{"route", "add", "--seq", "20", "--match", "platform=slack", "--target", "corp"}, "already sends"},
+		{"grant to a missing folder", "", []string{"grant", "add", "folder:nosuch", "mcp:send", "{self}"}, `no folder "nosuch"`},
+		{"unknown action", "", []string{"grant", "add", "folder:corp", "bogus:action", "corp"}, "not one arizuko checks"},
+		{"unknown namespace", "", []string{"grant", "add", "folder:corp", "bogus:*", "corp"}, "not one arizuko checks"},
+		{"empty secret", "", []string{"secret", "set", "corp", "K"}, "empty"},
+		{"secret on argv", "", []string{"secret", "set", "corp", "K", "hunter2"}, "command line"},
+	}
+	for _, c := range cases {
+		_, stderr, err := azIn(t, e, c.stdin, c.args...)
+		if err == nil || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: err=%v stderr=%q, want %q", c.name, err, stderr, c.want)
+		}
+	}
+	if out := mustAz(t, e, "route", "ls"); strings.Count(out, "corp") != 1 {
+		t.Fatalf("route table after refusals:\n%s", out)
+	}
+	if out := mustAz(t, e, "secret", "ls"); strings.Contains(out, "K") {
+		t.Fatalf("refused secret stored:\n%s", out)
+	}
+	// What works still works: a piped secret, known actions and families.
+	if _, stderr, err := azIn(t, e, "s3cret\n", "secret", "set", "corp", "K"); err != nil {
+		t.Fatalf("piped secret: %v %s", err, stderr)
+	}
+	for _, a := range []string{"mcp:send", "mcp:*", "shell:env:K", "*"} {
+		mustAz(t, e, "grant", "add", "folder:corp", a, "corp")
+	}
+	help := mustAz(t, e, "grant", "add", "--help")
+	for _, want := range []string{"mcp:delegate_group", "route:add", "shell:env:<KEY>"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("grant add --help lacks %s:\n%s", want, help)
+		}
+	}
+}
