@@ -20,6 +20,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 var flagListen string
@@ -75,6 +76,14 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 		return err
 	}
 	defer l.Close()
+	if err := l.CheckKey(ctx); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	if n, err := l.Store().RequeueTurns(ctx, turn.OutcomeNoSecrets); err != nil {
+		return err
+	} else if n > 0 {
+		slog.Info("turns that failed on secrets run again under this key ring", "turns", n)
+	}
 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/crackbox/crackbox/pkg/secrets"
 )
 
 // azIn runs the binary with stdin from in.
@@ -63,5 +67,26 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		if !strings.Contains(help, want) {
 			t.Errorf("grant add --help lacks %s:\n%s", want, help)
 		}
+	}
+}
+
+// A well-formed key that is not the store's key stops `arizuko serve` before
+// it listens, naming the problem.
+func TestServeRefusesWrongKey(t *testing.T) {
+	data, e := initData(t)
+	mustAz(t, e, "folder", "add", "corp")
+	if _, stderr, err := azIn(t, e, "v1", "secret", "set", "corp", "TOKEN"); err != nil {
+		t.Fatal(stderr)
+	}
+	wrong := append(append([]string{}, e...), "ARIZUKO_SECRETS_KEY="+secrets.GenerateKey())
+	_, stderr, err := az(t, wrong, "serve", "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(stderr, "refusing to start") || !strings.Contains(stderr, "does not open") {
+		t.Fatalf("serve under a wrong key: %v\n%s", err, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, daemonFile)); !os.IsNotExist(err) {
+		t.Fatalf("a refused daemon left %s: %v", daemonFile, err)
+	}
+	if _, stderr, err := azIn(t, wrong, "v2", "secret", "set", "corp", "OTHER"); err == nil || !strings.Contains(stderr, "does not open") {
+		t.Fatalf("secret set under a wrong key: %v %s", err, stderr)
 	}
 }

@@ -37,6 +37,9 @@ type Local struct {
 	mu     sync.Mutex
 	policy *acl.Policy   // nil after a grant, membership or folder write
 	table  *router.Table // nil after a route write
+
+	keyMu sync.Mutex
+	keyOK bool // the ring opened the store's key check
 }
 
 var _ Service = (*Local)(nil)

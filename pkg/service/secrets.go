@@ -50,6 +50,16 @@ func (l *Local) ring() (*secrets.Ring, error) {
 	if l.opts.Ring == nil {
 		return nil, fmt.Errorf("secrets: set $%s or a key file: %w", secrets.EnvKey, ErrUnavailable)
 	}
+	// Nothing is sealed or opened under a ring that has not proved it fits
+	// this store, so a wrong key never mixes into it.
+	l.keyMu.Lock()
+	defer l.keyMu.Unlock()
+	if !l.keyOK {
+		if err := l.CheckKey(context.Background()); err != nil {
+			return nil, err
+		}
+		l.keyOK = true
+	}
 	return l.opts.Ring, nil
 }
 

@@ -344,3 +344,48 @@ func TestPostMessageRoutingAndDedup(t *testing.T) {
 		}
 	}
 }
+
+// A ring that does not open the store is refused before anything is sealed
+// or opened under it, whether the store has a key check or only older rows.
+func TestWrongKeyRefused(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	k1, k2 := ringT(t, secrets.GenerateKey()), ringT(t, secrets.GenerateKey())
+	open := func(r *secrets.Ring) *Local {
+		l, err := Open(ctx, Options{DataDir: data, Create: true, Ring: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	l1 := open(k1)
+	if err := l1.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := WithPrincipal(ctx, AdminPrincipal)
+	mustFolders(t, l1, admin, "a")
+	if err := l1.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "K", Value: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	l2 := open(k2)
+	if err := l2.CheckKey(ctx); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("wrong key: %v", err)
+	}
+	if err := l2.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "J", Value: "w"}); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("seal under a wrong key: %v", err)
+	}
+	// A store sealed before key checks existed: its rows decide.
+	if err := l1.Store().DeleteSecret(ctx, store.KeyCheckKind, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(k2).CheckKey(ctx); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("wrong key on an older store: %v", err)
+	}
+	if err := open(k1).CheckKey(ctx); err != nil {
+		t.Fatalf("right key: %v", err)
+	}
+	if names, _ := l1.ListSecrets(admin, ""); len(names) != 1 {
+		t.Fatalf("listing shows the key check: %+v", names)
+	}
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -21,6 +22,25 @@ type SecretName struct {
 	ScopeID   string `json:"scope_id"`
 	Name      string `json:"name"`
 	UpdatedAt int64  `json:"updated_at"`
+}
+
+// KeyCheckKind is the scope kind of the one row sealed only to prove, at
+// start, that the configured key ring opens this store. Listings skip it.
+const KeyCheckKind = "keycheck"
+
+// KeyCheck returns the sealed key-check value, ErrNotFound when none is stored.
+func (s *Store) KeyCheck(ctx context.Context) ([]byte, error) {
+	var v []byte
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM secrets WHERE scope_kind = ? AND scope_id = '' AND name = ''`, KeyCheckKind).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("key check: %w", ErrNotFound)
+	}
+	return v, err
+}
+
+// PutKeyCheck stores the sealed key-check value.
+func (s *Store) PutKeyCheck(ctx context.Context, v []byte) error {
+	return s.PutSecret(ctx, SecretRow{ScopeKind: KeyCheckKind, Value: v})
 }
 
 // PutSecret inserts or replaces a sealed value.
@@ -58,10 +78,10 @@ func (s *Store) SecretRows(ctx context.Context, kind, id string) ([]SecretRow, e
 }
 
 func (s *Store) secretRows(ctx context.Context, kind, id string) ([]SecretRow, error) {
-	q := `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets`
+	q := `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets WHERE scope_kind != '` + KeyCheckKind + `'`
 	var args []any
 	if kind != "" {
-		q += ` WHERE scope_kind = ? AND scope_id = ?`
+		q += ` AND scope_kind = ? AND scope_id = ?`
 		args = []any{kind, id}
 	}
 	rows, err := s.db.QueryContext(ctx, q+` ORDER BY scope_kind, scope_id, name`, args...)
@@ -115,7 +135,9 @@ func (s *Store) ResealSecrets(ctx context.Context, fn func(SecretRow) ([]byte, e
 				v, r.ScopeKind, r.ScopeID, r.Name); err != nil {
 				return err
 			}
-			n++
+			if r.ScopeKind != KeyCheckKind {
+				n++
+			}
 		}
 		return nil
 	})

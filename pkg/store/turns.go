@@ -195,6 +195,17 @@ func (s *Store) FinishTurn(ctx context.Context, id int64, e TurnEnd) error {
 	})
 }
 
+// RequeueTurns puts failed turns with the given outcome back in the queue as
+// never attempted, for a cause that is gone now (secrets that did not open).
+func (s *Store) RequeueTurns(ctx context.Context, outcome string) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE turns SET status = 'queued', outcome = '', attempts = 0, ended_at = 0
+		WHERE status = 'failed' AND outcome = ?`, outcome)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // SubmitTurn records the agent's own status and result for its turn.
 func (s *Store) SubmitTurn(ctx context.Context, id int64, outcome string) error {
 	return affected(s.db.ExecContext(ctx, `UPDATE turns SET outcome = ? WHERE id = ?`, outcome, id))

@@ -12,9 +12,14 @@ import (
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
+
+// OutcomeNoSecrets is the outcome of a turn that failed because the folder's
+// secrets did not open; such turns run again at the next daemon start.
+const OutcomeNoSecrets = "secrets-unavailable"
 
 // ErrNoAgent is a folder without an agent command.
 var ErrNoAgent = errors.New("folder has no agent command")
@@ -75,14 +80,18 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			replied = true
 		}
 		exit := res.Exit
-		end := store.TurnEnd{ExitCode: &exit, Egress: res.Egress}
+		end := store.TurnEnd{Egress: res.Egress}
+		if res.ran {
+			end.ExitCode = &exit
+		}
 		log.Info("turn attempt ended", "attempt", t.Attempts, "exit", exit, "replied", replied, "took", time.Since(start).Round(time.Millisecond), "err", err)
 		switch {
+		case errors.Is(err, secrets.ErrOpen) || errors.Is(err, service.ErrWrongKey):
+			// No retry opens a secret; the daemon queues the turn again when
+			// it starts with a key ring that opens the store.
+			end.Status, end.Outcome, end.Error = store.TurnFailed, OutcomeNoSecrets, err.Error()
 		case errors.Is(err, ErrTerminal) || errors.Is(err, ErrNoAgent):
 			end.Status, end.Error = store.TurnFailed, err.Error()
-			if errors.Is(err, ErrNoAgent) {
-				end.ExitCode = nil
-			}
 		case err == nil && exit == 0:
 			end.Status, end.Outcome = store.TurnDone, "ok"
 			if !replied {
@@ -223,6 +232,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		Turn: t, Argv: f.AgentCommand, Env: env, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
 		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
 	})
+	res.ran = true
 	return res, out.Bytes(), err
 }
 

@@ -47,6 +47,8 @@ type Result struct {
 	Exit      int
 	ExecError string
 	Egress    string // the egress summary line, "" when nothing was blocked
+
+	ran bool // the runner was called: Exit is the agent's, not a default
 }
 
 // Runner runs one attempt. The daemon uses JailRunner; tests may use a host
