@@ -55,6 +55,9 @@ type chatSession struct {
 	poll        time.Duration
 	platform    string // this session's adapter; "" = a fresh one per run
 
+	since     int64 // the folder's newest turn when the session began
+	undeliv   int   // messages that reached no folder
+
 	mu        sync.Mutex
 	typing    bool
 	announced bool // without a terminal, say "typing" once per line sent
@@ -109,6 +112,9 @@ func (c *chatSession) run(ctx context.Context) error {
 	// closed port is left behind.
 	defer daemonCall(context.Background(), c.base, c.token, http.MethodDelete, "/v1/adapters/"+c.platform, nil, nil)
 
+	if t, ok := c.newestTurn(ctx); ok {
+		c.since = t.ID
+	}
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(c.in)
@@ -125,7 +131,7 @@ func (c *chatSession) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			c.setTyping(false)
-			return nil
+			return c.outcome(context.Background())
 		case p := <-c.replies:
 			c.setTyping(false)
 			fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
@@ -134,7 +140,7 @@ func (c *chatSession) run(ctx context.Context) error {
 				// Input ended: wait for the answer to what was sent last.
 				lines = nil
 				if pendingSince.IsZero() {
-					return nil
+					return c.outcome(ctx)
 				}
 				continue
 			}
@@ -145,6 +151,12 @@ func (c *chatSession) run(ctx context.Context) error {
 			in := service.MessageIn{ChatJID: c.chat, Text: l, Sender: c.sender, Platform: c.platform}
 			if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
 				fmt.Fprintf(c.status, "not sent: %v\n", err)
+				c.undeliv++
+				continue
+			}
+			if !ing.Route.Routed() {
+				fmt.Fprintf(c.status, "not delivered: %s (`arizuko folder ls` shows the folders)\n", ing.Route.Reason)
+				c.undeliv++
 				continue
 			}
 			pendingSince = time.Now()
@@ -163,7 +175,7 @@ func (c *chatSession) run(ctx context.Context) error {
 						continue
 					case <-time.After(c.poll):
 					}
-					return nil
+					return c.outcome(ctx)
 				}
 			}
 		}
@@ -172,12 +184,44 @@ func (c *chatSession) run(ctx context.Context) error {
 
 // busy reports whether the folder's newest turn is queued or running.
 func (c *chatSession) busy(ctx context.Context) bool {
-	var ts []store.Turn
-	q := url.Values{"folder": {c.folder}, "limit": {"1"}}
-	if err := daemonCall(ctx, c.base, c.token, http.MethodGet, "/v1/turns?"+q.Encode(), nil, &ts); err != nil || len(ts) == 0 {
-		return false
+	t, ok := c.newestTurn(ctx)
+	return ok && (t.Status == store.TurnQueued || t.Status == store.TurnRunning)
+}
+
+func (c *chatSession) newestTurn(ctx context.Context) (store.Turn, bool) {
+	ts, err := c.turns(ctx, 1)
+	if err != nil || len(ts) == 0 {
+		return store.Turn{}, false
 	}
-	return ts[0].Status == store.TurnQueued || ts[0].Status == store.TurnRunning
+	return ts[0], true
+}
+
+func (c *chatSession) turns(ctx context.Context, limit int) ([]store.Turn, error) {
+	var ts []store.Turn
+	q := url.Values{"folder": {c.folder}, "limit": {fmt.Sprint(limit)}}
+	err := daemonCall(ctx, c.base, c.token, http.MethodGet, "/v1/turns?"+q.Encode(), nil, &ts)
+	return ts, err
+}
+
+// errChatFailed is a chat session in which something the user sent was not
+// answered; the CLI exits non-zero.
+var errChatFailed = errors.New("chat: not every message was answered")
+
+// outcome is the session's result: an error when a message reached no
+// folder or a turn of this session failed (the chat already got the notice).
+func (c *chatSession) outcome(ctx context.Context) error {
+	failed := 0
+	if ts, err := c.turns(ctx, 100); err == nil {
+		for _, t := range ts {
+			if t.ID > c.since && t.Status == store.TurnFailed {
+				failed++
+			}
+		}
+	}
+	if c.undeliv == 0 && failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d message(s) reached no folder, %d turn(s) failed (`arizuko turns ls --folder %s`): %w", c.undeliv, failed, c.folder, errChatFailed)
 }
 
 func (c *chatSession) setTyping(on bool) {

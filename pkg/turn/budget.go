@@ -64,16 +64,21 @@ func (q *Queue) refuse(ctx context.Context, t store.Turn, limit int, why error, 
 }
 
 func (q *Queue) notifyQuota(ctx context.Context, t store.Turn, limit int, log *slog.Logger) {
+	q.notify(ctx, t, fmt.Sprintf("arizuko: this folder's turn budget is used up (%d per day); try later", limit), log)
+}
+
+// notify tells the chat of the turn's newest message what happened to it:
+// the host's one notice when the agent cannot answer.
+func (q *Queue) notify(ctx context.Context, t store.Turn, text string, log *slog.Logger) {
 	msgs, err := q.o.Store.TurnMessages(ctx, t)
 	if err != nil || len(msgs) == 0 {
-		log.Error("turn budget notice: no chat to tell", "err", err)
+		log.Error("turn notice: no chat to tell", "err", err)
 		return
 	}
 	last := msgs[len(msgs)-1]
-	text := fmt.Sprintf("arizuko: this folder's turn budget is used up (%d per day); try later", limit)
 	if _, err := q.o.Store.PutOutbound(ctx, store.Outbound{ChatJID: last.ChatJID, Folder: t.Folder, Topic: t.Topic,
 		Text: text, ReplyTo: last.PlatformID, TurnID: t.ID}); err != nil {
-		log.Error("turn budget notice", "err", err)
+		log.Error("turn notice", "err", err)
 		return
 	}
 	if q.o.OnOutbound != nil {

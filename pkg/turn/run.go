@@ -58,7 +58,9 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 	}
 	for {
 		if t.Attempts > q.o.MaxRetries {
-			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnFailed, Error: fmt.Sprintf("gave up after %d attempts", t.Attempts)}, log)
+			why := fmt.Sprintf("gave up after %d attempts", t.Attempts)
+			q.notify(ctx, t, failureNotice(t.Folder, why), log)
+			q.finish(ctx, t.ID, store.TurnEnd{Status: store.TurnFailed, Error: why}, log)
 			return
 		}
 		// A guest slot is held for one attempt and its record, never across
@@ -115,10 +117,23 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			}
 			continue
 		}
+		if end.Status == store.TurnFailed && !replied {
+			q.notify(ctx, t, failureNotice(t.Folder, end.Error), log)
+		}
 		q.finish(ctx, t.ID, end, log)
 		release()
 		return
 	}
+}
+
+// failureNotice is the one line a chat gets when its folder's turn failed for
+// good: what failed, and where the operator finds the rest.
+func failureNotice(folder, why string) string {
+	why, _, _ = strings.Cut(why, "; output:")
+	if len(why) > 300 {
+		why = why[:300] + "…"
+	}
+	return fmt.Sprintf("arizuko: %s could not answer (%s); the operator sees the details in `arizuko turns ls`", folder, why)
 }
 
 func (q *Queue) finish(ctx context.Context, id int64, e store.TurnEnd, log interface {
