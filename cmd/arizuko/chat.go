@@ -55,8 +55,8 @@ type chatSession struct {
 	poll        time.Duration
 	platform    string // this session's adapter; "" = a fresh one per run
 
-	since     int64 // the folder's newest turn when the session began
-	undeliv   int   // messages that reached no folder
+	since   int64 // the folder's newest turn when the session began
+	undeliv int   // messages that reached no folder
 
 	mu        sync.Mutex
 	typing    bool

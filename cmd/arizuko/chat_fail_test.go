@@ -15,7 +15,7 @@ import (
 func TestChatFailuresAreVisible(t *testing.T) {
 	base, token, _ := chatDaemon(t, TurnsConfig{}, "a")
 	cases := []struct {
-		folder, in string
+		folder, in  string
 		out, status string
 	}{
 		{"a", "FAIL\n", "a> arizuko: a could not answer", ""},
