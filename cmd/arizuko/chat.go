@@ -28,8 +28,10 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// chatPlatform prefixes the adapter name each terminal chat registers: one
-// per session, so two chats at once do not replace each other's callback.
+// chatPlatform is the platform of every message typed in a terminal (`arizuko
+// chat` and `arizuko send`), so routes match it as "platform=term". It also
+// prefixes the adapter each session registers: one per session, so two chats
+// at once do not replace each other's callback.
 const chatPlatform = "term"
 
 // newChatPlatform names one chat session's adapter, e.g. "term-3f9a0c1d".
@@ -54,6 +56,7 @@ type chatSession struct {
 	tty         bool
 	poll        time.Duration
 	platform    string // this session's adapter; "" = a fresh one per run
+	msg         service.MessageIn // fields every posted line carries (room, verb, …)
 
 	since   int64 // the folder's newest turn when the session began
 	undeliv int   // messages that reached no folder
@@ -148,7 +151,8 @@ func (c *chatSession) run(ctx context.Context) error {
 				continue
 			}
 			var ing service.Ingest
-			in := service.MessageIn{ChatJID: c.chat, Text: l, Sender: c.sender, Platform: c.platform}
+			in := c.msg
+			in.ChatJID, in.Text, in.Sender, in.Platform, in.Adapter = c.chat, l, c.sender, chatPlatform, c.platform
 			if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
 				fmt.Fprintf(c.status, "not sent: %v\n", err)
 				c.undeliv++

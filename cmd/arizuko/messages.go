@@ -2,45 +2,71 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
 func messageFlags(c *cobra.Command, in *service.MessageIn) {
 	c.Flags().StringVar(&in.Sender, "sender", "cli", "sender id")
-	c.Flags().StringVar(&in.Platform, "platform", "cli", "platform name")
+	c.Flags().StringVar(&in.Platform, "platform", chatPlatform, "platform name")
 	c.Flags().StringVar(&in.Room, "room", "", "room")
 	c.Flags().StringVar(&in.Verb, "verb", "", "verb (e.g. join)")
 }
 
 func init() {
 	var in service.MessageIn
+	var noWait bool
 	send := &cobra.Command{
 		Use:   "send CHAT TEXT",
-		Short: "Post an inbound message to CHAT (web:<folder> addresses a folder directly)",
-		Args:  cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		Short: "Post a message to CHAT and print the reply (web:<folder> addresses a folder directly)",
+		Long: `Post one message to CHAT as platform "term" (routes match it with
+platform=term). With a daemon running, wait for the reply and print it, like a
+one-line arizuko chat; without one, the message is stored for the next start.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			in.ChatJID, in.Text = args[0], args[1]
-			out, err := s.PostMessage(ctx, in)
-			if err != nil || flagJSON {
-				return jsonOr(out, err)
+			if !noWait && !flagJSON {
+				cfg, err := loadConfig()
+				if err != nil {
+					return err
+				}
+				base, token, err := daemonEndpoint(cfg)
+				if err == nil {
+					return sendAndWait(cmd.Context(), base, token, in, os.Stdout)
+				}
+				if !errors.Is(err, errNoDaemon) {
+					return err
+				}
 			}
-			dest := out.Route.Folder
-			if !out.Route.Routed() {
-				dest = "(unrouted)"
-			}
-			fmt.Printf("message %d -> %s: %s\n", out.Message.ID, dest, out.Route.Reason)
-			return nil
-		}),
+			return withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
+				out, err := s.PostMessage(ctx, in)
+				if err != nil || flagJSON {
+					return jsonOr(out, err)
+				}
+				if !out.Route.Routed() {
+					return fmt.Errorf("message %d reached no folder: %s", out.Message.ID, out.Route.Reason)
+				}
+				fmt.Printf("message %d -> %s: %s\n", out.Message.ID, out.Route.Folder, out.Route.Reason)
+				return nil
+			})
+		},
 	}
 	messageFlags(send, &in)
 	send.Flags().StringVar(&in.PlatformID, "platform-id", "", "platform message id (repeats are ignored)")
 	send.Flags().StringVar(&in.ReplyTo, "reply-to", "", "platform id this message answers")
+	send.Flags().BoolVar(&noWait, "no-wait", false, "post and return without waiting for the reply")
 
 	var rin service.MessageIn
 	resolve := &cobra.Command{
@@ -90,4 +116,21 @@ func init() {
 	ls.Flags().Int64Var(&after, "after", 0, "only ids above this")
 	ls.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	root.AddCommand(send, resolve, ls)
+}
+
+// sendAndWait posts one message through the daemon as a one-line terminal
+// chat: the reply comes back to this process's own adapter and is printed.
+func sendAndWait(ctx context.Context, base, token string, in service.MessageIn, out io.Writer) error {
+	var r router.Result
+	if err := daemonCall(ctx, base, token, http.MethodPost, "/v1/resolve", in, &r); err != nil {
+		return err
+	}
+	if !r.Routed() {
+		return fmt.Errorf("not sent: %s", r.Reason)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	c := &chatSession{base: base, token: token, folder: r.Folder, chat: in.ChatJID, sender: in.Sender, msg: in,
+		in: strings.NewReader(in.Text + "\n"), out: out, status: io.Discard, poll: 500 * time.Millisecond}
+	return c.run(ctx)
 }

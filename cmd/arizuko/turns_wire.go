@@ -102,10 +102,10 @@ func (k kickingService) SetAdapter(ctx context.Context, a store.Adapter) (store.
 
 func (k kickingService) PostMessage(ctx context.Context, in service.MessageIn) (service.Ingest, error) {
 	ing, err := k.Local.PostMessage(ctx, in)
-	if err == nil && in.Platform != "" {
+	if a := firstNonEmpty(in.Adapter, in.Platform); err == nil && a != "" {
 		// Replies follow the adapter that last spoke in the chat, so a
-		// terminal chat (its own platform per session) hears its answers.
-		if perr := k.Local.Store().SetChatPlatform(ctx, in.ChatJID, in.Platform); perr != nil {
+		// terminal chat (its own adapter per session) hears its answers.
+		if perr := k.Local.Store().SetChatPlatform(ctx, in.ChatJID, a); perr != nil {
 			slog.Error("chat platform", "chat", in.ChatJID, "err", perr)
 		}
 	}

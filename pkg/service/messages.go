@@ -26,7 +26,7 @@ func (in MessageIn) validate() error {
 	case !utf8.ValidString(in.Text) || !utf8.ValidString(in.ChatJID) || !utf8.ValidString(in.Sender):
 		return invalid("text, chat_jid and sender must be UTF-8")
 	}
-	for _, f := range []string{in.Sender, in.Platform, in.Room, in.PlatformID, in.ReplyTo, in.Verb} {
+	for _, f := range []string{in.Sender, in.Platform, in.Room, in.PlatformID, in.ReplyTo, in.Verb, in.Adapter} {
 		if len(f) > 256 {
 			return invalid("a field is %d bytes, the limit is 256", len(f))
 		}

@@ -71,6 +71,10 @@ type MessageIn struct {
 	PlatformID string `json:"platform_id,omitempty"`
 	ReplyTo    string `json:"reply_to,omitempty"`
 	Verb       string `json:"verb,omitempty"`
+	// Adapter names the registered adapter that carries replies to this
+	// chat when it is not the platform's own (one terminal session of
+	// platform "term"); "" is Platform.
+	Adapter string `json:"adapter,omitempty"`
 }
 
 // Ingest is the outcome of PostMessage: the stored row and where it went.
