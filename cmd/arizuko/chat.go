@@ -55,7 +55,7 @@ type chatSession struct {
 	status      io.Writer // typing indicator
 	tty         bool
 	poll        time.Duration
-	platform    string // this session's adapter; "" = a fresh one per run
+	platform    string            // this session's adapter; "" = a fresh one per run
 	msg         service.MessageIn // fields every posted line carries (room, verb, …)
 
 	since   int64 // the folder's newest turn when the session began
