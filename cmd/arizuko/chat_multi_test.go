@@ -133,8 +133,8 @@ func TestChatBudgetNotice(t *testing.T) {
 	out.Reset()
 	c = &chatSession{base: base, token: token, folder: "a", chat: "web:a", sender: "tester",
 		in: strings.NewReader("second\n"), out: &out, status: &status, poll: 50 * time.Millisecond}
-	if err := c.run(ctx); err != nil {
-		t.Fatal(err)
+	if err := c.run(ctx); !errors.Is(err, errChatFailed) {
+		t.Fatalf("a refused turn ended the chat with %v, want a failure", err)
 	}
 	want := "a> arizuko: this folder's turn budget is used up (1 per day); try later\n"
 	if got := out.String(); got != want {
