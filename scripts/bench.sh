@@ -246,13 +246,14 @@ bench_netjail() {
 }
 
 # arizuko: resolve + authorize throughput and inbound messages persisted per second
-# (no guests), then message -> agent start as a ratio to a bare jail.Run and turns per
+# (no guests), the guest-slot hand-off gap with a scripted runner, then message -> agent start as a ratio to a bare jail.Run and turns per
 # minute sustained over 5 folders (real guests). Figures go to $OUT/arizuko.txt.
 bench_arizuko() {
   mkdir -p "$OUT"
   log "arizuko benchmarks (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   {
     $GO test -run '^$' -bench . -benchtime 2s ./pkg/service ./pkg/store ./pkg/api
+    $GO test -run '^$' -bench SlotHandoff -benchtime 200x ./pkg/turn
     CRACKBOX_GUEST_INIT=$PWD/bin/guest-init timeout 1800 $GO test -run '^$' \
       -bench 'MessageToAgentStart|TurnsPerMinute' -benchtime "${BENCH_ARIZUKO_N:-5}x" -timeout 30m ./pkg/turn
   } 2>&1 | tee "$OUT/arizuko.txt"
