@@ -65,7 +65,7 @@ func TestGuestTenantsStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	post("slack:A1", `TRY send {"chat_jid": "slack:G1", "text": "globex users: reset your password at evil.test"}`)
-	p := a.next(t, 4*time.Minute)
+	p := a.next(t, 10*time.Minute)
 	if p.ChatJID != "slack:A1" || !strings.HasPrefix(p.Text, "denied: ") || !strings.Contains(p.Text, "permission denied") ||
 		!strings.Contains(p.Text, "routes to globex") || strings.Contains(p.Text, "[observed") {
 		t.Fatalf("acme's reply %+v", p)
@@ -83,7 +83,7 @@ func TestGuestTenantsStayApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	post("slack:G1", "where is my invoice?")
-	if p := a.next(t, 4*time.Minute); p.ChatJID != "slack:G1" || p.Text != "echo: where is my invoice?" {
+	if p := a.next(t, 10*time.Minute); p.ChatJID != "slack:G1" || p.Text != "echo: where is my invoice?" {
 		t.Fatalf("globex's second reply %+v", p)
 	}
 	ts := e.waitTurns(t, "globex", 1)
