@@ -58,8 +58,9 @@ type chatSession struct {
 	platform    string            // this session's adapter; "" = a fresh one per run
 	msg         service.MessageIn // fields every posted line carries (room, verb, …)
 
-	since   int64 // the folder's newest turn when the session began
-	undeliv int   // messages that reached no folder
+	since    int64 // the folder's newest turn when the session began
+	undeliv  int   // messages that reached no folder
+	lastSent int64 // id of the newest message posted that a turn must answer
 
 	mu        sync.Mutex
 	typing    bool
@@ -163,7 +164,10 @@ func (c *chatSession) run(ctx context.Context) error {
 				c.undeliv++
 				continue
 			}
-			pendingSince = time.Now()
+			if !ing.Route.Observe {
+				pendingSince = time.Now()
+				c.lastSent = max(c.lastSent, ing.Message.ID)
+			}
 			c.mu.Lock()
 			c.announced = false
 			c.mu.Unlock()
@@ -186,10 +190,15 @@ func (c *chatSession) run(ctx context.Context) error {
 	}
 }
 
-// busy reports whether the folder's newest turn is queued or running.
+// busy reports whether what was sent is still unanswered: no turn has
+// claimed the last message yet, or the folder's newest turn is queued or
+// running.
 func (c *chatSession) busy(ctx context.Context) bool {
 	t, ok := c.newestTurn(ctx)
-	return ok && (t.Status == store.TurnQueued || t.Status == store.TurnRunning)
+	if !ok {
+		return c.lastSent > 0
+	}
+	return t.LastMessage < c.lastSent || t.Status == store.TurnQueued || t.Status == store.TurnRunning
 }
 
 func (c *chatSession) newestTurn(ctx context.Context) (store.Turn, bool) {
