@@ -43,6 +43,7 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 		cmd = exec.Command(fsd[0], fsd[1:]...)
 	}
 	cmd.ExtraFiles = []*os.File{lf}
+	cmd.Env = vmmEnv
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
