@@ -35,16 +35,19 @@ func init() {
 	root.AddCommand(cmd)
 }
 
-// doctor prints one line per check and returns how many required pieces are missing.
-func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
-	bad := 0
-	line := func(ok bool, required bool, what, detail, fix string) {
+// lineFunc prints one check: ok, whether it is required, what, the detail and a fix.
+type lineFunc func(ok, required bool, what, detail, fix string)
+
+// printLine prints checks as "ok", "warn" or "FAIL" lines with their fix, counting the
+// failed required ones in bad.
+func printLine(w io.Writer, bad *int) lineFunc {
+	return func(ok, required bool, what, detail, fix string) {
 		mark := "ok  "
 		if !ok {
 			mark = "warn"
 			if required {
 				mark = "FAIL"
-				bad++
+				*bad++
 			}
 		}
 		fmt.Fprintf(w, "%s %-14s %s\n", mark, what, detail)
@@ -52,17 +55,14 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 			fmt.Fprintf(w, "     %-14s fix: %s\n", "", fix)
 		}
 	}
+}
 
-	probe := jail.ProbeHost()
-	if acc, why, err := jail.ChooseAccel(accel, probe); err != nil {
-		line(false, true, "accelerator", err.Error(), "use --accel auto or tcg")
-	} else {
-		fix := ""
-		if acc == jail.AccelTCG {
-			fix = "guests run under TCG (slow); load kvm_intel/kvm_amd on a host with hardware virtualisation for KVM"
-		}
-		line(acc == jail.AccelKVM, false, "accelerator", why, fix)
-	}
+// doctor prints one line per check and returns how many required pieces are missing.
+func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
+	bad := 0
+	line := printLine(w, &bad)
+	doctorAccel(line, accel, jail.ProbeHost())
+	doctorVMMJail(line)
 
 	if q, err := jail.FindQEMU(); err != nil {
 		line(false, true, "qemu", err.Error(), "apt-get install qemu-system-x86")
@@ -118,6 +118,47 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
 	}
 	return bad
+}
+
+// doctorAccel reports the accelerator a run would use; the /dev/kvm check is the one
+// Run makes, for the user QEMU runs as, and its fix names the cause.
+func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
+	acc, why, err := jail.ChooseAccel(accel, probe)
+	if err != nil {
+		fix := "use --accel auto or tcg"
+		if probe.KVMFix != "" {
+			fix = probe.KVMFix + "; or " + fix
+		}
+		line(false, true, "accelerator", err.Error(), fix)
+		return
+	}
+	fix := ""
+	switch {
+	case acc == jail.AccelKVM:
+	case !probe.KVMOpens && probe.KVMFix != "":
+		fix = "guests run under TCG (slow); " + probe.KVMFix
+	default:
+		fix = "guests run under TCG (slow); load kvm_intel/kvm_amd on a host with hardware virtualisation for KVM"
+	}
+	line(acc == jail.AccelKVM, false, "accelerator", why, fix)
+}
+
+// doctorVMMJail says how QEMU will be confined: its namespaces and its cgroup leaf.
+func doctorVMMJail(line lineFunc) {
+	if os.Geteuid() != 0 {
+		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
+	} else {
+		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
+	}
+	if v2, err := jail.CgroupSupport(); err != nil {
+		line(false, false, "vmm cgroup", err.Error(), "run as root on a host with cgroup v2 (or v1 memory, pids and cpu hierarchies)")
+	} else {
+		kind := "v1"
+		if v2 {
+			kind = "v2"
+		}
+		line(true, false, "vmm cgroup", "cgroup "+kind+" leaf per run: memory (guest RAM + overhead), pids and cpu weight", "")
+	}
 }
 
 // netModeReason says which network mode crackbox run would use for the configured

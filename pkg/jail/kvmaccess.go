@@ -118,8 +118,10 @@ func statDevice(path string) (*DevStat, error) {
 
 // kvmDeviceGID is /dev/kvm's group, added to QEMU's groups when crackbox is root; -1
 // when there is no device or its group is root's.
-func kvmDeviceGID() int {
-	d, err := statDevice(KVMDevice)
+func kvmDeviceGID() int { return deviceGID(KVMDevice) }
+
+func deviceGID(path string) int {
+	d, err := statDevice(path)
 	if err != nil || d == nil || d.GID == 0 {
 		return -1
 	}

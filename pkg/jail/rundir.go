@@ -22,6 +22,10 @@ type runDir struct {
 	VM  string
 }
 
+// RunDirBase is where runs keep their run dirs and vmm uid claims: explicit when set
+// (Spec.RunDirBase), else the default below.
+func RunDirBase(explicit string) string { return runDirBase(explicit) }
+
 // runDirBase is $XDG_RUNTIME_DIR/crackbox for an unprivileged caller and /run/crackbox
 // for root (QEMU, running as nobody, must be able to traverse it).
 func runDirBase(explicit string) string {
