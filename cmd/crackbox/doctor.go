@@ -62,7 +62,7 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 	bad := 0
 	line := printLine(w, &bad)
 	doctorAccel(line, accel, jail.ProbeHost())
-	doctorVMMJail(line)
+	doctorVMMJail(line, os.Geteuid())
 
 	if q, err := jail.FindQEMU(); err != nil {
 		line(false, true, "qemu", err.Error(), "apt-get install qemu-system-x86")
@@ -144,13 +144,13 @@ func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
 }
 
 // doctorVMMJail says how QEMU will be confined: its namespaces and its cgroup leaf.
-func doctorVMMJail(line lineFunc) {
-	if os.Geteuid() != 0 {
+func doctorVMMJail(line lineFunc, euid int) {
+	if euid != 0 {
 		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
 	} else {
 		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
 	}
-	if v2, err := jail.CgroupSupport(); err != nil {
+	if v2, err := jail.CgroupSupportFor(euid); err != nil {
 		line(false, false, "vmm cgroup", err.Error(), "run as root on a host with cgroup v2 (or v1 memory, pids and cpu hierarchies)")
 	} else {
 		kind := "v1"

@@ -95,3 +95,19 @@ func TestDoctorKVMAdvice(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorVMMJailUnprivileged: without root there is no jail and no delegated cgroup;
+// doctor says both.
+func TestDoctorVMMJailUnprivileged(t *testing.T) {
+	var out bytes.Buffer
+	bad := 0
+	doctorVMMJail(printLine(&out, &bad), 1000)
+	for _, w := range []string{"warn vmm jail", "unprivileged", "warn vmm cgroup", "no cgroup v2 subtree is delegated"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("doctor lacks %q:\n%s", w, out.String())
+		}
+	}
+	if bad != 0 {
+		t.Errorf("a missing jail is not a failure, doctor counted %d", bad)
+	}
+}

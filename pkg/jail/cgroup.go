@@ -59,8 +59,11 @@ type cgroupLeaf struct {
 }
 
 // CgroupSupport says whether runs get a cgroup leaf here, and why not.
-func CgroupSupport() (v2 bool, err error) {
-	if os.Geteuid() != 0 {
+func CgroupSupport() (v2 bool, err error) { return CgroupSupportFor(os.Geteuid()) }
+
+// CgroupSupportFor is CgroupSupport for a crackbox running as euid.
+func CgroupSupportFor(euid int) (v2 bool, err error) {
+	if euid != 0 {
 		return false, fmt.Errorf("%w: crackbox is unprivileged and no cgroup v2 subtree is delegated to it, so QEMU runs without memory, pids and cpu limits of its own (run as root for them)", ErrNoCgroup)
 	}
 	if isCgroup2(cgroupRoot) {

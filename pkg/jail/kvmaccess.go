@@ -49,7 +49,7 @@ const (
 // device's group added, except group 0 (root's group opens far more than /dev/kvm).
 func CheckKVM(dev *DevStat, u KVMUser) KVMVerdict {
 	if dev == nil {
-		return KVMVerdict{Why: KVMDevice + " does not exist", Fix: kvmFixModule}
+		return KVMVerdict{Why: "the device does not exist (no kvm module loaded)", Fix: kvmFixModule}
 	}
 	if u.UID == 0 {
 		return KVMVerdict{OK: true}

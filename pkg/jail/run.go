@@ -113,7 +113,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		defer cancel()
 	}
 
-	leaf := vmmConfinement(rd.ID, p, log)
+	leaf := vmmConfinement(rd.ID, p, os.Geteuid(), log)
 	defer leaf.remove()
 
 	var tap *Tap

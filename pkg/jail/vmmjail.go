@@ -168,14 +168,16 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 
 // vmmConfinement makes the run's cgroup leaf and says, in one warning, what the VMM runs
 // without when the host cannot confine it fully.
-func vmmConfinement(runID string, p *plan, log *slog.Logger) *cgroupLeaf {
+func vmmConfinement(runID string, p *plan, euid int, log *slog.Logger) *cgroupLeaf {
 	var missing []string
-	if os.Geteuid() != 0 {
-		missing = append(missing, ErrNoVMMJail.Error())
-	}
-	leaf, err := newCgroupLeaf(runID, vmmLimits(p.memMiB, p.cpus))
-	if err != nil {
+	var leaf *cgroupLeaf
+	if euid != 0 {
+		_, err := CgroupSupportFor(euid)
+		missing = append(missing, ErrNoVMMJail.Error(), err.Error())
+	} else if l, err := newCgroupLeaf(runID, vmmLimits(p.memMiB, p.cpus)); err != nil {
 		missing = append(missing, err.Error())
+	} else {
+		leaf = l
 	}
 	if len(missing) > 0 {
 		log.Warn("vmm not fully confined", "why", strings.Join(missing, "; "))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -241,5 +242,30 @@ func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
 	}
 	if n := leaf.oomKills(); n < 1 {
 		t.Fatalf("leaf counts %d OOM kills, want the helper's", n)
+	}
+}
+
+// TestVMMConfinementDegradesVisibly: unprivileged, a run says in one warning line that
+// QEMU has no jail and no cgroup, and gets no leaf.
+func TestVMMConfinementDegradesVisibly(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	leaf := vmmConfinement("x", &plan{memMiB: 256, cpus: 1}, 1000, log)
+	if leaf != nil {
+		t.Fatal("an unprivileged run got a cgroup leaf")
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "cgroup") || !strings.Contains(lines[0], "namespaces") {
+		t.Fatalf("want one warning naming the missing jail and cgroup, got:\n%s", buf.String())
+	}
+}
+
+func TestVMMLimitsFollowTheRun(t *testing.T) {
+	l := vmmLimits(1024, 4)
+	if l.MemoryBytes != 1024<<20+vmmMemOverhead || l.CPUWeight != 400 || l.PidsMax != vmmPidsMax {
+		t.Fatalf("limits %+v for --memory 1G --cpus 4", l)
+	}
+	if vmmLimits(512, 200).CPUWeight != 10000 {
+		t.Fatal("cpu.weight must stay within 10000")
 	}
 }
