@@ -2,14 +2,13 @@ package jail_test
 
 import (
 	"bytes"
-	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
@@ -25,89 +24,73 @@ type qemuSeen struct {
 	cgroup  string
 }
 
-// TestQEMUOwnUIDNoEnvJailed runs two guests at once, each blocked until the host has
-// looked at its QEMU: the QEMUs run as two different uids of the vmm block, carry none
-// of crackbox's environment (a canary), have no_new_privs, their own pid namespace and
-// the run's cgroup; afterwards both uid claims are gone.
+// TestQEMUOwnUIDNoEnvJailed holds a vmm uid as a concurrent run does, then runs a guest
+// blocked until the host has looked at its QEMU: QEMU runs as another uid of the vmm
+// block, carries none of crackbox's environment (a canary), has no_new_privs, its own
+// pid namespace and the run's cgroup leaf; afterwards its uid claim is gone.
 func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	jailtest.Require(t)
 	canary := "canary-" + strconv.Itoa(os.Getpid())
 	t.Setenv("CRACKBOX_TEST_CANARY", canary)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
+	held, release, err := jail.ClaimVMMUID(jail.RunDirBase(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 
-	type run struct {
-		w    *io.PipeWriter
-		done chan error
-	}
-	started := make(chan struct{}, 2)
-	var runs []run
-	for range 2 {
-		r, w := io.Pipe()
-		s := jailtest.Spec(t, "sh", "-c", "read x; echo ok")
-		s.Stdin = r
-		s.Env = []string{"GUEST_SECRET=" + canary}
-		var out bytes.Buffer
-		s.Stdout = &out
-		s.Started = func(int) { started <- struct{}{} }
-		done := make(chan error, 1)
-		go func() {
-			res, err := jailtest.RunContext(t, ctx, s)
-			if err == nil && (res.Exit != 0 || !strings.Contains(out.String(), "ok")) {
-				err = io.ErrUnexpectedEOF
-			}
-			done <- err
-		}()
-		runs = append(runs, run{w, done})
-	}
-	defer func() {
-		for _, r := range runs {
-			r.w.Close()
+	r, w := io.Pipe()
+	defer w.Close()
+	s := jailtest.Spec(t, "sh", "-c", "read x; echo ok")
+	s.Stdin = r
+	s.Env = []string{"GUEST_SECRET=" + canary}
+	var out bytes.Buffer
+	s.Stdout = &out
+	started := make(chan struct{}, 1)
+	s.Started = func(int) { started <- struct{}{} }
+	done := make(chan error, 1)
+	go func() {
+		res, err := jailtest.Run(t, s)
+		if err == nil && (res.Exit != 0 || !strings.Contains(out.String(), "ok")) {
+			err = fmt.Errorf("exit %d, output %q", res.Exit, out.String())
 		}
+		done <- err
 	}()
-	for range 2 {
-		select {
-		case <-started:
-		case <-ctx.Done():
-			t.Fatal("the two guests did not both start")
-		}
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("guest ended before it started: %v", err)
 	}
 	seen := qemuChildren(t)
-	if len(seen) != 2 {
-		t.Fatalf("found %d QEMU children, want 2: %+v", len(seen), seen)
+	w.Close()
+	if err := <-done; err != nil {
+		t.Errorf("guest: %v", err)
 	}
+	if len(seen) != 1 {
+		t.Fatalf("found %d QEMU children, want 1: %+v", len(seen), seen)
+	}
+	q := seen[0]
 	selfNS, _ := os.Readlink("/proc/self/ns/pid")
-	for _, q := range seen {
-		if q.uid < jail.VMMUIDBase || q.uid >= jail.VMMUIDBase+jail.VMMUIDCount {
-			t.Errorf("QEMU %d runs as uid %d, outside the vmm block", q.pid, q.uid)
-		}
-		if strings.Contains(q.environ, canary) || strings.Contains(q.environ, "CRACKBOX_TEST_CANARY") {
-			t.Errorf("QEMU %d's environ holds crackbox's environment: %q", q.pid, q.environ)
-		}
-		if !strings.Contains(q.status, "NoNewPrivs:\t1") {
-			t.Errorf("QEMU %d lacks no_new_privs", q.pid)
-		}
-		if q.pidNS == selfNS {
-			t.Errorf("QEMU %d shares crackbox's pid namespace %s", q.pid, selfNS)
-		}
-		if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(q.cgroup, "crackbox.vmm/") {
-			t.Errorf("QEMU %d is not in a run's cgroup leaf:\n%s", q.pid, q.cgroup)
-		}
+	if q.uid < jail.VMMUIDBase || q.uid >= jail.VMMUIDBase+jail.VMMUIDCount {
+		t.Errorf("QEMU %d runs as uid %d, outside the vmm block", q.pid, q.uid)
 	}
-	if seen[0].uid == seen[1].uid {
-		t.Errorf("two concurrent runs share QEMU uid %d", seen[0].uid)
+	if q.uid == int(held) {
+		t.Errorf("QEMU runs as uid %d, which another run holds", held)
 	}
-	for _, r := range runs {
-		r.w.Close()
-		if err := <-r.done; err != nil {
-			t.Errorf("guest: %v", err)
-		}
+	if strings.Contains(q.environ, canary) || strings.Contains(q.environ, "CRACKBOX_TEST_CANARY") {
+		t.Errorf("QEMU %d's environ holds crackbox's environment: %q", q.pid, q.environ)
 	}
-	for _, q := range seen {
-		claim := filepath.Join("/run/crackbox/.vmmuid", strconv.Itoa(q.uid)+".claim")
-		if _, err := os.Stat(claim); err == nil {
-			t.Errorf("uid claim %s outlived its run", claim)
-		}
+	if !strings.Contains(q.status, "NoNewPrivs:\t1") {
+		t.Errorf("QEMU %d lacks no_new_privs", q.pid)
+	}
+	if q.pidNS == selfNS {
+		t.Errorf("QEMU %d shares crackbox's pid namespace %s", q.pid, selfNS)
+	}
+	if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(q.cgroup, "crackbox.vmm/") {
+		t.Errorf("QEMU %d is not in a run's cgroup leaf:\n%s", q.pid, q.cgroup)
+	}
+	claim := filepath.Join(jail.RunDirBase(""), ".vmmuid", strconv.Itoa(q.uid)+".claim")
+	if _, err := os.Stat(claim); err == nil {
+		t.Errorf("uid claim %s outlived its run", claim)
 	}
 }
 
