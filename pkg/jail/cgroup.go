@@ -24,8 +24,8 @@ var cgroupRoot = "/sys/fs/cgroup"
 const cgroupParent = "crackbox.vmm"
 
 // vmmMemOverhead is what QEMU needs beyond guest RAM: its own heap and code, TCG's
-// translation cache (tb-size=32), the 9p and virtiofsd thread pools. Measured peak on
-// a 512 MiB `true` run was well under half of it (BENCHMARKS.md, "VMM jail").
+// translation cache (tb-size=32), the 9p and virtiofsd thread pools. A whole 512 MiB
+// `true` run's leaf peaked at 150 MiB, guest pages included (BENCHMARKS.md, "VMM jail").
 const vmmMemOverhead = 256 << 20
 
 // vmmPidsMax bounds the tasks of one run's leaf: QEMU's vCPU, main, RCU and worker
