@@ -27,7 +27,7 @@ type runDir struct {
 func RunDirBase(explicit string) string { return runDirBase(explicit) }
 
 // runDirBase is $XDG_RUNTIME_DIR/crackbox for an unprivileged caller and /run/crackbox
-// for root (QEMU, running as nobody, must be able to traverse it).
+// for root (QEMU, running as its own uid, must be able to traverse it).
 func runDirBase(explicit string) string {
 	if explicit != "" {
 		return explicit

@@ -53,7 +53,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 			f.Close()
 		}
 	}()
-	// QEMU may run as nobody, which cannot reach a kernel under /root: hand it open files.
+	// QEMU runs as a uid that cannot reach a kernel under /root: hand it open files.
 	for _, path := range []string{st.kernel, st.initrd} {
 		f, err := os.Open(path)
 		if err != nil {
