@@ -87,7 +87,7 @@ func startLowerVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) 
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Pdeathsig:   syscall.SIGKILL,
 		Setpgid:     true,
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		UidMappings: lowerIDMap,
 		GidMappings: lowerIDMap,
 		// Creating the namespace keeps the host uid, which is unmapped there: become its root.

@@ -21,6 +21,8 @@ type qemuSeen struct {
 	environ string
 	status  string
 	pidNS   string
+	ipcNS   string
+	utsNS   string
 	cgroup  string
 }
 
@@ -41,6 +43,8 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	r, w := io.Pipe()
 	defer w.Close()
 	s := jailtest.Spec(t, "sh", "-c", "read x; echo ok")
+	// As plain root a work directory is served by a virtiofsd helper, checked below too.
+	s.Workdir = t.TempDir()
 	s.Stdin = r
 	s.Env = []string{"GUEST_SECRET=" + canary}
 	var out bytes.Buffer
@@ -60,7 +64,8 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("guest ended before it started: %v", err)
 	}
-	seen := qemuChildren(t)
+	seen := qemuChildren(t, "qemu-system")
+	helpers := qemuChildren(t, "virtiofsd")
 	w.Close()
 	if err := <-done; err != nil {
 		t.Errorf("guest: %v", err)
@@ -88,14 +93,31 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(q.cgroup, "crackbox.vmm/") {
 		t.Errorf("QEMU %d is not in a run's cgroup leaf:\n%s", q.pid, q.cgroup)
 	}
+	selfIPC, _ := os.Readlink("/proc/self/ns/ipc")
+	selfUTS, _ := os.Readlink("/proc/self/ns/uts")
+	if os.Getenv("SUDO_UID") == "" && len(helpers) == 0 {
+		t.Error("as plain root the work directory should be served by a virtiofsd helper")
+	}
+	for _, h := range helpers {
+		if strings.Contains(h.environ, canary) {
+			t.Errorf("virtiofsd %d's environ holds crackbox's environment: %q", h.pid, h.environ)
+		}
+		if h.ipcNS == selfIPC || h.utsNS == selfUTS {
+			t.Errorf("virtiofsd %d shares crackbox's ipc or uts namespace", h.pid)
+		}
+		if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(h.cgroup, "crackbox.vmm/") {
+			t.Errorf("virtiofsd %d is not in the run's cgroup leaf:\n%s", h.pid, h.cgroup)
+		}
+	}
 	claim := filepath.Join(jail.RunDirBase(""), ".vmmuid", strconv.Itoa(q.uid)+".claim")
 	if _, err := os.Stat(claim); err == nil {
 		t.Errorf("uid claim %s outlived its run", claim)
 	}
 }
 
-// qemuChildren finds this process's QEMU children (the launcher execs QEMU in place).
-func qemuChildren(t *testing.T) []qemuSeen {
+// qemuChildren finds this process's children whose command starts with comm (the
+// launcher execs QEMU in place).
+func qemuChildren(t *testing.T, comm string) []qemuSeen {
 	t.Helper()
 	var out []qemuSeen
 	ents, _ := os.ReadDir("/proc")
@@ -109,8 +131,8 @@ func qemuChildren(t *testing.T) []qemuSeen {
 		if err != nil || !strings.Contains(string(st), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n") {
 			continue
 		}
-		comm, _ := os.ReadFile(dir + "comm")
-		if !strings.HasPrefix(string(comm), "qemu-system") {
+		c, _ := os.ReadFile(dir + "comm")
+		if !strings.HasPrefix(string(c), comm) {
 			continue
 		}
 		q := qemuSeen{pid: pid, status: string(st)}
@@ -122,6 +144,8 @@ func qemuChildren(t *testing.T) []qemuSeen {
 		env, _ := os.ReadFile(dir + "environ")
 		q.environ = string(env)
 		q.pidNS, _ = os.Readlink(dir + "ns/pid")
+		q.ipcNS, _ = os.Readlink(dir + "ns/ipc")
+		q.utsNS, _ = os.Readlink(dir + "ns/uts")
 		cg, _ := os.ReadFile(dir + "cgroup")
 		q.cgroup = string(cg)
 		out = append(out, q)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -62,7 +64,12 @@ func buildRoot(cfg jailConfig) error {
 	if err := unix.Mount("tmpfs", r, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
 		return fmt.Errorf("root tmpfs: %w", err)
 	}
-	for _, b := range cfg.Binds {
+	// Parents first: a bind made after one below it would hide it.
+	binds := slices.Clone(cfg.Binds)
+	slices.SortStableFunc(binds, func(a, b jailBind) int {
+		return strings.Count(filepath.Clean(a.Path), "/") - strings.Count(filepath.Clean(b.Path), "/")
+	})
+	for _, b := range binds {
 		if err := bindInto(r, b.Path, b.RW); err != nil {
 			return err
 		}
