@@ -125,17 +125,7 @@ func bindInto(root, path string, rw bool) error {
 		return fmt.Errorf("bind %s: %w", path, err)
 	}
 	dst := filepath.Join(root, path)
-	if fi.IsDir() {
-		err = os.MkdirAll(dst, 0o755)
-	} else {
-		if err = os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
-			var f *os.File
-			if f, err = os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-				f.Close()
-			}
-		}
-	}
-	if err != nil {
+	if err := mountPoint(dst, fi.IsDir()); err != nil {
 		return fmt.Errorf("bind %s: %w", path, err)
 	}
 	if err := unix.Mount(path, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -162,6 +152,25 @@ func bindInto(root, path string, rw bool) error {
 		return fmt.Errorf("remount %s: %w", path, err)
 	}
 	return nil
+}
+
+// mountPoint makes dst, a directory or an empty file, unless it is already there inside
+// an earlier bind (which may be read-only): then the bind goes over it.
+func mountPoint(dst string, dir bool) error {
+	if _, err := os.Lstat(dst); err == nil {
+		return nil
+	}
+	if dir {
+		return os.MkdirAll(dst, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // dropPrivileges becomes QEMU's user (as root) or sheds the launcher's capabilities (in
