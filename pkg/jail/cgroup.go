@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,12 @@ const vmmMemOverhead = 256 << 20
 // vmmPidsMax bounds the tasks of one run's leaf: QEMU's vCPU, main, RCU and worker
 // threads (9p's pool grows to 64) and every virtiofsd's pool.
 const vmmPidsMax = 1024
+
+// parentCPUWeight is the weight of the group all runs' leaves share: one ordinary
+// task's per host CPU. Every VMM sits in that group, which at the default weight would
+// get one task's share of a busy host for all runs together and run slower jailed than
+// unjailed. The leaves' own weights (--cpus) divide the group's share between runs.
+var parentCPUWeight = min(100*runtime.NumCPU(), 10000)
 
 // ErrNoCgroup means no cgroup could be made for the VMM; the run goes on without limits.
 var ErrNoCgroup = errors.New("jail: no cgroup for the vmm")
@@ -115,6 +122,11 @@ func newCgroupLeaf(name string, lim cgroupLimits) (_ *cgroupLeaf, err error) {
 				return nil, err
 			}
 			sweepLeaves(parent)
+			if ctl == "cpu" {
+				if err := os.WriteFile(filepath.Join(parent, "cpu.shares"), []byte(strconv.Itoa(parentCPUWeight*1024/100)), 0o644); err != nil {
+					return nil, err
+				}
+			}
 			c.dirs[ctl] = filepath.Join(parent, name)
 		}
 	}
@@ -137,7 +149,7 @@ func mkParentV2(parent string) error {
 			return fmt.Errorf("enable controllers in %s: %w", d, err)
 		}
 	}
-	return nil
+	return os.WriteFile(filepath.Join(parent, "cpu.weight"), []byte(strconv.Itoa(parentCPUWeight)), 0o644)
 }
 
 func (c *cgroupLeaf) set(lim cgroupLimits) error {

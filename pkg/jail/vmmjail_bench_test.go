@@ -23,6 +23,9 @@ func BenchmarkVMMJail(b *testing.B) {
 			if err != nil || res.Exit != 0 {
 				b.Fatalf("jailed %v: exit %d err %v", jailed, res.Exit, err)
 			}
+			if !res.Restored {
+				b.Logf("jailed %v: booted cold", jailed)
+			}
 			if jailed {
 				on = append(on, time.Since(start))
 			} else {
