@@ -2,10 +2,17 @@
 # (apt packages through scripts/deps.sh, the guest kernel through guestfs/kernel/build.sh).
 GO       ?= go
 BIN      := bin
+PREFIX   ?= /usr/local
+DESTDIR  ?=
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export CGO_ENABLED ?= 0
+# Go stamps the VCS revision only when .git is a directory; in a git worktree or a
+# release tarball these carry it instead (crackbox --version, /health, run records).
+VERSION  ?= $(shell git describe --tags --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS  := -X github.com/crackbox/crackbox/pkg/buildinfo.version=$(VERSION) -X github.com/crackbox/crackbox/pkg/buildinfo.revision=$(REVISION)
 
-.PHONY: all build deps kernel debian-kernel guest-init demo test vet bench clean
+.PHONY: all build deps kernel debian-kernel guest-init demo install dist test test-fresh test-install test-units vet bench clean
 
 all: build
 
@@ -13,8 +20,8 @@ deps:
 	$(SUDO) scripts/deps.sh
 
 build: guest-init
-	$(GO) build -o $(BIN)/crackbox ./cmd/crackbox
-	@if [ -d cmd/arizuko ]; then $(GO) build -o $(BIN)/arizuko ./cmd/arizuko; fi
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/crackbox ./cmd/crackbox
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/arizuko ./cmd/arizuko
 
 # guest-init is PID 1 in every guest: static, no cgo.
 guest-init:
@@ -28,14 +35,42 @@ kernel:
 debian-kernel:
 	guestfs/kernel/debian.sh
 
+# Binaries, guest-init and the built kernel under $(PREFIX)/lib/crackbox, the kernel
+# build script, example configs, systemd units, completions and man pages.
+install: build
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) scripts/install.sh
+
+# A relocatable release tarball: the install tree (bin/, lib/, share/) in one directory;
+# unpack it anywhere and run bin/crackbox setup. Its systemd units expect /usr/local/bin.
+dist: build
+	rm -rf dist/stage && mkdir -p dist/stage
+	PREFIX=/crackbox-$(or $(VERSION),dev)-linux-amd64 DESTDIR=$(CURDIR)/dist/stage UNIT_BINDIR=/usr/local/bin scripts/install.sh
+	tar -C dist/stage -czf dist/crackbox-$(or $(VERSION),dev)-linux-amd64.tar.gz crackbox-$(or $(VERSION),dev)-linux-amd64
+	rm -rf dist/stage
+	@echo dist/crackbox-$(or $(VERSION),dev)-linux-amd64.tar.gz
+
 demo: deps kernel build
 	scripts/demo.sh
 
 vet:
 	$(GO) vet ./...
 
+# First-run paths (missing run dir base, empty cache, busy ports) in
+# directories no earlier run on this machine has touched.
+test-fresh: deps kernel guest-init
+	scripts/test-fresh.sh
+
+# Install into a temporary prefix and run crackbox and arizuko serve from it with
+# no checkout, no Go toolchain on PATH and an empty HOME.
+test-install: deps kernel build
+	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) scripts/test-install.sh
+
+# The systemd units load (systemd-analyze verify) and keep their sandboxing.
+test-units: deps build
+	scripts/test-units.sh
+
 # The VM tests find the kernel and guest-init through these variables.
-test: deps kernel debian-kernel guest-init vet
+test: deps kernel debian-kernel guest-init vet test-fresh test-install test-units
 	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) \
 	CRACKBOX_DEBIAN_KERNEL=$$(guestfs/kernel/debian.sh 2>/dev/null | tail -1) \
 	CRACKBOX_GUEST_INIT=$(CURDIR)/$(BIN)/guest-init \
@@ -45,4 +80,4 @@ bench: deps kernel build
 	scripts/bench.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

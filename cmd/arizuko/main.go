@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
@@ -35,6 +36,7 @@ Commands talk to a running daemon (--server, or the one serving --data) and
 otherwise open the data dir directly.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	Version:       buildinfo.Get().String(),
 	PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 		if cmd == serveCmd {
 			return nil // serve also reads log.level from the config
@@ -53,6 +55,7 @@ func setupLog(level string) error {
 }
 
 func init() {
+	root.SetVersionTemplate("arizuko {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&flagData, "data", "", "data dir (default $ARIZUKO_DATA, config data_dir, $XDG_DATA_HOME/arizuko, or /var/lib/arizuko as root)")
 	pf.StringVar(&flagServer, "server", "", "daemon URL, e.g. http://127.0.0.1:7480 (default $ARIZUKO_SERVER)")
@@ -63,6 +66,7 @@ func init() {
 }
 
 func main() {
+	decorate(root)
 	err := root.Execute()
 	if err == nil {
 		return

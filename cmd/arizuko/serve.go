@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/secrets"
@@ -107,6 +108,10 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	slog.Info("arizuko serving", "url", url, "data", cfg.DataDir, "config", cfg.file)
+	// The listener is bound and the turn queue runs: tell systemd (Type=notify).
+	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
+		slog.Warn("systemd readiness notification", "err", err)
+	}
 	select {
 	case err := <-errc:
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,42 +26,83 @@ func init() {
 			if err != nil {
 				return err
 			}
-			if bad := doctor(cmd.OutOrStdout(), cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net); bad > 0 {
+			checks := doctorChecks(cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net)
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(checks); err != nil {
+					return err
+				}
+			} else {
+				writeChecks(cmd.OutOrStdout(), checks)
+			}
+			if failed(checks) > 0 {
 				return exitError{1}
 			}
 			return nil
 		},
 	}
 	addConfigFlag(cmd)
+	cmd.Flags().Bool("json", false, "print the checks as a JSON array (status ok, warn or fail; what; detail; fix)")
 	root.AddCommand(cmd)
 }
 
-// lineFunc prints one check: ok, whether it is required, what, the detail and a fix.
-type lineFunc func(ok, required bool, what, detail, fix string)
+// check is one line of doctor's report.
+type check struct {
+	Status string `json:"status"` // ok, warn or fail
+	What   string `json:"what"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
 
-// printLine prints checks as "ok", "warn" or "FAIL" lines with their fix, counting the
-// failed required ones in bad.
-func printLine(w io.Writer, bad *int) lineFunc {
-	return func(ok, required bool, what, detail, fix string) {
-		mark := "ok  "
-		if !ok {
-			mark = "warn"
-			if required {
-				mark = "FAIL"
-				*bad++
-			}
+func failed(cs []check) int {
+	n := 0
+	for _, c := range cs {
+		if c.Status == "fail" {
+			n++
 		}
-		fmt.Fprintf(w, "%s %-14s %s\n", mark, what, detail)
-		if !ok && fix != "" {
-			fmt.Fprintf(w, "     %-14s fix: %s\n", "", fix)
+	}
+	return n
+}
+
+func writeChecks(w io.Writer, cs []check) {
+	marks := map[string]string{"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+	for _, c := range cs {
+		fmt.Fprintf(w, "%s %-14s %s\n", marks[c.Status], c.What, c.Detail)
+		if c.Fix != "" {
+			fmt.Fprintf(w, "     %-14s fix: %s\n", "", c.Fix)
 		}
 	}
 }
 
 // doctor prints one line per check and returns how many required pieces are missing.
 func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
-	bad := 0
-	line := printLine(w, &bad)
+	cs := doctorChecks(kernel, guestInit, accel, netMode)
+	writeChecks(w, cs)
+	return failed(cs)
+}
+
+// lineFunc records one check: ok, whether it is required, what, the detail and a fix.
+type lineFunc func(ok, required bool, what, detail, fix string)
+
+// collect returns a lineFunc appending to out: warn when not ok, fail when also required.
+func collect(out *[]check) lineFunc {
+	return func(ok, required bool, what, detail, fix string) {
+		c := check{Status: "ok", What: what, Detail: detail}
+		if !ok {
+			c.Status, c.Fix = "warn", fix
+			if required {
+				c.Status = "fail"
+			}
+		}
+		*out = append(*out, c)
+	}
+}
+
+// doctorChecks runs every check: what crackbox run needs and how to fix what is missing.
+func doctorChecks(kernel, guestInit, accel, netMode string) []check {
+	var out []check
+	line := collect(&out)
 	doctorAccel(line, accel, jail.ProbeHost())
 	doctorVMMJail(line, os.Geteuid())
 
@@ -90,11 +132,16 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 		}
 	}
 
-	if f, err := os.OpenFile("/dev/vhost-vsock", os.O_RDWR, 0); err != nil {
-		line(false, false, "vhost-vsock", err.Error()+"; the control channel uses virtio-serial instead", "modprobe vhost_vsock (optional)")
+	// The host side speaks virtio-serial only; guest-init's vsock dialer has no peer.
+	line(true, false, "control", "yamux over virtio-serial (vsock is not used)", "")
+
+	base := jail.DefaultRunDirBase()
+	if note, err := jail.CheckRunDirBase(base); err != nil {
+		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+jail.RunDirBaseEnv)
+	} else if note != "" {
+		line(true, true, "run dir", note, "")
 	} else {
-		f.Close()
-		line(true, false, "vhost-vsock", "/dev/vhost-vsock usable", "")
+		line(true, true, "run dir", base, "")
 	}
 
 	mode, why, err := netModeReason(netMode)
@@ -117,7 +164,7 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 	} else {
 		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
 	}
-	return bad
+	return out
 }
 
 // doctorAccel reports the accelerator a run would use; the /dev/kvm check is the one

@@ -19,7 +19,7 @@ func TestDoctorNamesMissingPieces(t *testing.T) {
 	for _, want := range []string{
 		"FAIL kernel", "/nonexistent/vmlinux", "make kernel",
 		"FAIL guest-init", "make guest-init",
-		"accelerator", "qemu", "vhost-vsock", "network", "virtiofsd",
+		"accelerator", "qemu", "control", "virtio-serial", "network", "virtiofsd",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("doctor output lacks %q:\n%s", want, text)
@@ -79,9 +79,10 @@ func TestDoctorKVMAdvice(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			v := jail.CheckKVM(c.dev, c.user)
 			p := jail.HostProbe{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
+			var cs []check
+			doctorAccel(collect(&cs), "auto", p)
 			var out bytes.Buffer
-			bad := 0
-			doctorAccel(printLine(&out, &bad), "auto", p)
+			writeChecks(&out, cs)
 			for _, w := range c.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("doctor lacks %q:\n%s", w, out.String())
@@ -99,9 +100,11 @@ func TestDoctorKVMAdvice(t *testing.T) {
 // TestDoctorVMMJailUnprivileged: without root there is no jail and no delegated cgroup;
 // doctor says both.
 func TestDoctorVMMJailUnprivileged(t *testing.T) {
+	var cs []check
+	doctorVMMJail(collect(&cs), 1000)
 	var out bytes.Buffer
-	bad := 0
-	doctorVMMJail(printLine(&out, &bad), 1000)
+	writeChecks(&out, cs)
+	bad := failed(cs)
 	for _, w := range []string{"warn vmm jail", "unprivileged", "warn vmm cgroup", "no cgroup v2 subtree is delegated"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("doctor lacks %q:\n%s", w, out.String())

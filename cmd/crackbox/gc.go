@@ -28,14 +28,14 @@ of live runs are never touched. Every crackbox run does the network part first.`
 }
 
 func runGC(w io.Writer) error {
-	removed, uidErr := jail.GCVMMUIDs(jail.RunDirBase(""))
+	removed, uidErr := jail.GCVMMUIDs(jail.DefaultRunDirBase())
 	if err := netjail.Available(); err != nil {
 		for _, r := range removed {
 			fmt.Fprintln(w, "removed", r)
 		}
 		return fmt.Errorf("gc: %w", errors.Join(uidErr, err))
 	}
-	nr, err := netjail.GC(netjail.DefaultRunsDir)
+	nr, err := netjail.GC(netjail.DefaultRunsDir())
 	removed = append(removed, nr...)
 	err = errors.Join(uidErr, err)
 	for _, r := range removed {

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 )
 
 // root is the command tree; each subcommand adds itself in its own file's init.
@@ -16,6 +18,14 @@ var root = &cobra.Command{
 	Short:         "Run untrusted commands in a throwaway guest behind an allowlist egress proxy",
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	Version:       buildinfo.Get().String(),
+}
+
+func init() {
+	root.SetVersionTemplate("crackbox {{.Version}}\n")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
+	}
 }
 
 // exitError carries a specific exit status out of a subcommand.
@@ -24,6 +34,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	applyExamples(root)
 	err := root.Execute()
 	var ee exitError
 	switch {

@@ -92,7 +92,7 @@ func leftovers(t *testing.T, runID string) []string {
 			}
 		}
 	}
-	claims, _ := filepath.Glob(filepath.Join(netjail.DefaultRunsDir, ".netjail", "*.claim"))
+	claims, _ := filepath.Glob(filepath.Join(netjail.DefaultRunsDir(), ".netjail", "*.claim"))
 	for _, c := range claims {
 		if b, _ := os.ReadFile(c); bytes.Contains(b, []byte(netjail.TapName(runID))) {
 			out = append(out, "claim "+c)

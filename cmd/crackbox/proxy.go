@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -111,9 +112,9 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 
 	// Listen on everything before serving anything, so a taken port fails
 	// the start instead of leaving a half-up daemon.
-	var fwd, tr, adm net.Listener
+	var fwd, tr, adm, met net.Listener
 	closeAll := func() {
-		for _, ln := range []net.Listener{fwd, tr, adm} {
+		for _, ln := range []net.Listener{fwd, tr, adm, met} {
 			if ln != nil {
 				ln.Close()
 			}
@@ -122,7 +123,10 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	for _, l := range []struct {
 		key, addr string
 		ln        *net.Listener
-	}{{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr}, {"admin.listen", cfg.Admin.Listen, &adm}} {
+	}{
+		{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr},
+		{"admin.listen", cfg.Admin.Listen, &adm}, {"admin.metrics_listen", cfg.Admin.MetricsListen, &met},
+	} {
 		if l.addr == "" {
 			continue
 		}
@@ -131,7 +135,7 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			return fmt.Errorf("%s: %w", l.key, err)
 		}
 	}
-	if adm != nil {
+	if adm != nil || met != nil {
 		d.adm, err = admin.New(admin.Options{
 			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile,
 			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
@@ -140,7 +144,7 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			closeAll()
 			return err
 		}
-		if cfg.Admin.Secret == "" {
+		if adm != nil && cfg.Admin.Secret == "" {
 			log.Info("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
 		}
 	}
@@ -161,15 +165,22 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	if tr != nil {
 		run("transparent", d.px.ServeTransparent, tr)
 	}
-	if d.adm != nil {
+	if adm != nil {
 		run("admin", d.adm.Serve, adm)
 	}
+	if met != nil {
+		run("metrics", d.adm.ServeMetrics, met)
+	}
 	log.Info("proxy serving", "forward", addrOf(fwd), "transparent", addrOf(tr), "admin", addrOf(adm),
-		"clients", len(d.reg.List()))
+		"metrics", addrOf(met), "clients", len(d.reg.List()))
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// Every listener is bound and SIGHUP handled: tell systemd (Type=notify).
+	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
+		log.Warn("systemd readiness notification", "err", err)
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -231,6 +242,7 @@ func (d *daemon) reload() {
 		{"proxy.listen", old.Proxy.Listen, cfg.Proxy.Listen},
 		{"proxy.transparent", old.Proxy.Transparent, cfg.Proxy.Transparent},
 		{"admin.listen", old.Admin.Listen, cfg.Admin.Listen},
+		{"admin.metrics_listen", old.Admin.MetricsListen, cfg.Admin.MetricsListen},
 		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
 	} {
 		if k.was != k.now {
@@ -338,22 +350,21 @@ func addrOf(ln net.Listener) string {
 // rotates once to path.1, so clients cannot fill the disk with requests.
 const daemonDecisionsMax = 64 << 20
 
-// decisionLog owns the decision log file across reloads: the same path keeps
-// the same file, so tunnels still writing to it are not cut off.
+// decisionLog is the daemon's decision log across reloads. Every SIGHUP opens
+// its path anew, so after logrotate moves the file the daemon writes a fresh
+// one; tunnels decided before the reload write to the new file too.
 type decisionLog struct {
+	mu   sync.Mutex
 	path string
 	w    io.WriteCloser
 }
 
-// Open returns the writer for path ("-" is stderr, "" is none).
+// Open (re)opens path ("-" is stderr, "" is none) and returns the log as a
+// writer, or nil when it is off.
 func (l *decisionLog) Open(path string) (io.Writer, error) {
-	if path == l.path && l.w != nil {
-		return l.w, nil
-	}
 	var w io.WriteCloser
 	switch path {
 	case "":
-		return nil, nil
 	case "-":
 		w = nopCloser{os.Stderr}
 	default:
@@ -363,14 +374,35 @@ func (l *decisionLog) Open(path string) (io.Writer, error) {
 		}
 		w = f
 	}
-	// The old file stays open: connections decided before the reload may still log to it.
+	l.mu.Lock()
+	old := l.w
 	l.path, l.w = path, w
-	return w, nil
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	if w == nil {
+		return nil, nil
+	}
+	return l, nil
+}
+
+// Write appends to the current file.
+func (l *decisionLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w == nil {
+		return len(p), nil
+	}
+	return l.w.Write(p)
 }
 
 func (l *decisionLog) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.w != nil {
 		l.w.Close()
+		l.w = nil
 	}
 }
 

@@ -79,7 +79,7 @@ seconds later is stopped (exit 143). The network is torn down on every path.`,
 	addConfigFlag(cmd)
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.BoolVarP(&rf.interactive, "interactive", "i", false, "forward stdin to the command")
+	f.BoolVarP(&rf.interactive, "interactive", "i", false, "forward stdin to the command; without -i its stdin is empty, as with docker run, and a pipe or file on stdin gets a warning")
 	f.BoolVarP(&rf.tty, "tty", "t", false, "give the command a terminal (raw mode, window size follows)")
 	f.StringArrayVarP(&rf.env, "env", "e", nil, "set KEY=VALUE in the guest, or KEY to pass the host's value (repeatable)")
 	f.StringArrayVar(&rf.envFiles, "env-file", nil, "read KEY=VALUE lines from a file (repeatable)")
@@ -102,6 +102,12 @@ seconds later is stopped (exit 143). The network is torn down on every path.`,
 	f.Int("cpus", 1, "guest vCPUs")
 	f.String("timeout", "0", "stop the guest after this long (e.g. 30s, 5m); exit 125")
 	f.String("net", "auto", "network: auto (tap when root, else proxy-only), tap, proxy-only or none")
+	cmd.RegisterFlagCompletionFunc("net", cobra.FixedCompletions([]string{
+		"auto\ttap when root, else proxy-only", "tap\ta tap confined by nftables (root)",
+		"proxy-only\tno NIC; proxy-aware clients only", "none\tno network at all",
+	}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("snapshot", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
 	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
 	f.StringArrayVar(&rf.net.allowCIDRs, "allow-cidr", nil, "private range allowed names may resolve into, e.g. 10.1.2.0/24; it opens no IP literal (name addresses in --allow for that), and this host's own addresses only when named exactly (a /32) (repeatable)")
@@ -147,6 +153,10 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 
 	stdinFd := int(os.Stdin.Fd())
 	stdinTTY := term.IsTerminal(stdinFd)
+	if !rf.interactive {
+		warnStdinDropped(cmd.ErrOrStderr(), os.Stdin)
+	}
+	warnAllowAll(cmd.ErrOrStderr(), list)
 	if rf.interactive {
 		spec.Stdin = os.Stdin
 	}
@@ -165,7 +175,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 
 	// Leftovers of runs killed with SIGKILL go first, whatever this run's mode.
 	if netjail.Available() == nil {
-		if removed, err := netjail.GC(netjail.DefaultRunsDir); err != nil {
+		if removed, err := netjail.GC(netjail.DefaultRunsDir()); err != nil {
 			log.Warn("gc of dead runs", "err", err)
 		} else if len(removed) > 0 {
 			log.Info("removed leftovers of dead runs", "objects", removed)

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/runrec"
@@ -24,13 +27,25 @@ root and ~/.local/state/crackbox/runs for others.`,
 			if err != nil {
 				return err
 			}
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+				if ms == nil {
+					ms = []runrec.Manifest{}
+				}
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(ms)
+			}
 			return runrec.WriteList(cmd.OutOrStdout(), ms)
 		},
 	}
+	ls.Flags().Bool("json", false, "print the records as a JSON array, newest first")
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one run record (an id prefix is enough)",
 		Args:  cobra.ExactArgs(1),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return runIDs(), cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := runStore().Get(args[0])
 			if err != nil {
@@ -41,4 +56,14 @@ root and ~/.local/state/crackbox/runs for others.`,
 	}
 	runs.AddCommand(ls, show)
 	root.AddCommand(runs)
+}
+
+// runIDs completes run ids: every record's id with its command as the description.
+func runIDs() []string {
+	ms, _ := runStore().List()
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.ID+"\t"+strings.Join(strings.Fields(strings.Join(m.Argv, " ")), " "))
+	}
+	return out
 }

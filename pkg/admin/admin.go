@@ -41,11 +41,12 @@ type Options struct {
 // Server serves the admin API. It is the only writer of the registry in the
 // daemon besides startup, so it is where changes are persisted.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	secret [sha256.Size]byte
-	mu     sync.Mutex // serializes registry edits with their state file write
-	srv    *http.Server
+	opts    Options
+	log     *slog.Logger
+	secret  [sha256.Size]byte
+	mu      sync.Mutex // serializes registry edits with their state file write
+	srv     *http.Server
+	metrics *http.Server // ServeMetrics' server, once started
 }
 
 // New builds a server and loads the state file into the registry. Clients
@@ -96,8 +97,18 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops the server, waiting for in-flight requests until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// Shutdown stops the server and the metrics listener, waiting for in-flight
+// requests until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	m := s.metrics
+	s.mu.Unlock()
+	err := s.srv.Shutdown(ctx)
+	if m != nil {
+		err = errors.Join(err, m.Shutdown(ctx))
+	}
+	return err
+}
 
 // auth requires "Authorization: Bearer <secret>" when a secret is set. The
 // secrets are hashed first so the constant-time compare also hides length.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -144,6 +145,9 @@ func TestHealth(t *testing.T) {
 	var h map[string]string
 	if code := ts.do(t, "GET", "/health", "", "", &h); code != 200 || h["status"] != "ok" {
 		t.Fatalf("up: %d %v", code, h)
+	}
+	if b := buildinfo.Get(); h["version"] != b.Version || h["revision"] != b.Revision || h["build"] != b.String() {
+		t.Errorf("health %v does not carry the build %+v", h, b)
 	}
 	mu.Lock()
 	down = errors.New("forward listener closed")

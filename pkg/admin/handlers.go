@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -53,14 +54,18 @@ func clientJSON(c proxy.Client) ClientJSON {
 	return ClientJSON{IP: c.IP.String(), ID: c.ID, Allowlist: c.Allow.Entries()}
 }
 
+// health reports whether the proxy serves, and which build is running.
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
+	doc := buildinfo.Get().Fields()
+	doc["status"] = "ok"
 	if s.opts.Healthy != nil {
 		if err := s.opts.Healthy(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "proxy_down", "message": err.Error()})
+			doc["status"], doc["message"] = "proxy_down", err.Error()
+			writeJSON(w, http.StatusServiceUnavailable, doc)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, doc)
 }
 
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {

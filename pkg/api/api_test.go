@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -75,8 +76,9 @@ func envelope(t *testing.T, r raw, status int, code string) {
 
 func TestAuth(t *testing.T) {
 	srv, _ := newServer(t)
-	if r := call(t, srv, "GET", "/health", "", ""); r.status != 200 || !strings.Contains(r.body, "ok") {
-		t.Fatalf("health %+v", r)
+	if r := call(t, srv, "GET", "/health", "", ""); r.status != 200 || !strings.Contains(r.body, "ok") ||
+		!strings.Contains(r.body, `"build":"`+buildinfo.Get().String()+`"`) {
+		t.Fatalf("health %+v, want status ok and the build", r)
 	}
 	for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer wrong", "Basic " + adminToken, "bearer " + adminToken, "Bearer " + adminToken + "x"} {
 		for _, ep := range []struct{ method, path string }{{"GET", "/v1/folders"}, {"POST", "/v1/messages"}, {"POST", "/v1/secrets"}, {"DELETE", "/v1/folders/a"}} {

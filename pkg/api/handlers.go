@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -12,7 +13,9 @@ import (
 
 func (s *Server) register() {
 	s.handle("/health", false, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
-		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		doc := buildinfo.Get().Fields()
+		doc["status"] = "ok"
+		return WriteJSON(w, http.StatusOK, doc)
 	}})
 	s.registerOpenAPI()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -43,6 +43,8 @@ type Proxy struct {
 type Admin struct {
 	Listen string `toml:"listen"` // "" disables the admin API
 	Secret string `toml:"secret"` // bearer token; without it admin must be loopback
+	// MetricsListen serves GET /metrics and /health without the secret; "" = off.
+	MetricsListen string `toml:"metrics_listen"`
 }
 
 // Run configures the guest that crackbox run starts.

@@ -32,6 +32,7 @@ func (c *Config) Validate() error {
 	add(checkListen("proxy.listen", p.Listen))
 	add(checkListen("proxy.transparent", p.Transparent))
 	add(checkListen("admin.listen", c.Admin.Listen))
+	add(checkListen("admin.metrics_listen", c.Admin.MetricsListen))
 	if _, err := allow.Parse(p.Allow); err != nil {
 		add(invalid("proxy.allow", "%v", err))
 	}

@@ -1,7 +1,7 @@
 // Package control is the wire protocol between the host (pkg/jail) and guest-init.
 //
-// One byte stream (a virtio-serial port, or a vsock connection where the host has
-// vhost-vsock) carries a yamux session. Every yamux stream starts with a single JSON
+// One byte stream (the virtio-serial port pkg/jail gives every guest; guest-init can
+// also dial vsock, which the host does not offer) carries a yamux session. Every yamux stream starts with a single JSON
 // header line naming its kind; after the header the stream is raw bytes, except the
 // "ctl" stream, which carries newline-delimited JSON messages in both directions.
 //

@@ -44,7 +44,7 @@ func CacheDir() string {
 }
 
 // FindKernel returns the guest kernel: explicit, else $CRACKBOX_KERNEL, else the newest
-// cacheDir/kernel-*/vmlinux, else SystemKernel.
+// cacheDir/kernel-*/vmlinux, else the installed one (InstalledFile), else SystemKernel.
 func FindKernel(explicit, cacheDir string) (string, error) {
 	if explicit == "" {
 		explicit = os.Getenv("CRACKBOX_KERNEL")
@@ -59,6 +59,9 @@ func FindKernel(explicit, cacheDir string) (string, error) {
 		return explicit, nil
 	}
 	if p := newestKernel(cacheDir); p != "" {
+		return p, nil
+	}
+	if p := InstalledFile("vmlinux"); p != "" {
 		return p, nil
 	}
 	if _, err := os.Stat(SystemKernel); err == nil {
@@ -90,8 +93,27 @@ func newestKernel(cacheDir string) string {
 	return cs[0].path
 }
 
+// InstalledFile returns <prefix>/lib/crackbox/name for the prefix the running
+// executable is installed in (<prefix>/bin/crackbox, as `make install` and the
+// release tarball lay it out), or "" if there is no such regular file.
+func InstalledFile(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	p := filepath.Join(filepath.Dir(filepath.Dir(exe)), "lib", "crackbox", name)
+	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		return p
+	}
+	return ""
+}
+
 // FindGuestInit returns the guest-init binary: explicit, else $CRACKBOX_GUEST_INIT, else
-// guest-init next to the running executable, else SystemGuestInit.
+// guest-init next to the running executable, else the installed one (InstalledFile),
+// else SystemGuestInit.
 func FindGuestInit(explicit string) (string, error) {
 	if explicit == "" {
 		explicit = os.Getenv("CRACKBOX_GUEST_INIT")
@@ -108,10 +130,13 @@ func FindGuestInit(explicit string) (string, error) {
 			return p, nil
 		}
 	}
+	if p := InstalledFile("guest-init"); p != "" {
+		return p, nil
+	}
 	if _, err := os.Stat(SystemGuestInit); err == nil {
 		return SystemGuestInit, nil
 	}
-	return "", fmt.Errorf("%w: guest-init not found next to crackbox or at %s; build it with `make guest-init` or set CRACKBOX_GUEST_INIT",
+	return "", fmt.Errorf("%w: guest-init not found next to crackbox, in ../lib/crackbox or at %s; build it with `make guest-init`, install with `make install`, or set CRACKBOX_GUEST_INIT",
 		ErrBadSpec, SystemGuestInit)
 }
 

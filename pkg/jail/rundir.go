@@ -22,32 +22,17 @@ type runDir struct {
 	VM  string
 }
 
-// RunDirBase is where runs keep their run dirs and vmm uid claims: explicit when set
-// (Spec.RunDirBase), else the default below.
-func RunDirBase(explicit string) string { return runDirBase(explicit) }
-
-// runDirBase is $XDG_RUNTIME_DIR/crackbox for an unprivileged caller and /run/crackbox
-// for root (QEMU, running as its own uid, must be able to traverse it).
+// runDirBase is the explicit base, else DefaultRunDirBase.
 func runDirBase(explicit string) string {
 	if explicit != "" {
 		return explicit
 	}
-	if os.Geteuid() == 0 {
-		return "/run/crackbox"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "crackbox")
-	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("crackbox-%d", os.Geteuid()))
+	return DefaultRunDirBase()
 }
 
 func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
-	baseMode := os.FileMode(0o700)
-	if vmm != nil {
-		baseMode = 0o711
-	}
-	if err := os.MkdirAll(base, baseMode); err != nil {
-		return nil, fmt.Errorf("run dir base %s: %w", base, err)
+	if err := EnsureRunDirBase(base); err != nil {
+		return nil, err
 	}
 	sweepStale(base)
 	b := make([]byte, 6)

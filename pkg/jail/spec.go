@@ -127,7 +127,7 @@ type Spec struct {
 	MemoryMiB int    // default 512
 	// Timeout bounds the whole run, boot included; 0 = none.
 	Timeout    time.Duration
-	RunDirBase string // default: /run/crackbox as root, else $XDG_RUNTIME_DIR/crackbox; QEMU must be able to traverse it
+	RunDirBase string // default: DefaultRunDirBase(); created or repaired by EnsureRunDirBase
 	Debug      bool
 	Logger     *slog.Logger
 

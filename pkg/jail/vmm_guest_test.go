@@ -34,7 +34,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	jailtest.Require(t)
 	canary := "canary-" + strconv.Itoa(os.Getpid())
 	t.Setenv("CRACKBOX_TEST_CANARY", canary)
-	held, release, err := jail.ClaimVMMUID(jail.RunDirBase(""))
+	held, release, err := jail.ClaimVMMUID(jail.DefaultRunDirBase())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 			t.Errorf("virtiofsd %d is not in the run's cgroup leaf:\n%s", h.pid, h.cgroup)
 		}
 	}
-	claim := filepath.Join(jail.RunDirBase(""), ".vmmuid", strconv.Itoa(q.uid)+".claim")
+	claim := filepath.Join(jail.DefaultRunDirBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
 	if _, err := os.Stat(claim); err == nil {
 		t.Errorf("uid claim %s outlived its run", claim)
 	}

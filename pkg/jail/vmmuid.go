@@ -49,9 +49,9 @@ type uidClaim struct {
 
 // claimVMMUID takes the first uid of the block that nothing else holds.
 func claimVMMUID(base string) (*uidClaim, error) {
-	// The base must stay traversable for QEMU's uid (newRunDir makes it so too).
-	if err := os.MkdirAll(base, 0o711); err != nil {
-		return nil, fmt.Errorf("run dir base %s: %w", base, err)
+	// The base must stay traversable for QEMU's uid, as newRunDir makes it.
+	if err := EnsureRunDirBase(base); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(base, uidClaimDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

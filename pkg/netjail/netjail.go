@@ -18,13 +18,32 @@ import (
 	"sync"
 )
 
-// Default ports on the host side address. The address is unique to the run,
-// so fixed ports never collide with another run or host service.
+// Ports the guest dials on the host side address. Host services bind
+// elsewhere (see Listeners), so these stay fixed whatever the host runs.
 const (
-	DefaultProxyPort       = 3128
-	DefaultTransparentPort = 3129
-	DNSPort                = 53
+	DefaultProxyPort = 3128
+	DNSPort          = 53
 )
+
+// Listeners are the ports the run's own services are bound to on the host
+// side address. The guest never dials them: prerouting rewrites its
+// connections to the ports it does dial onto these, so a wildcard listener on
+// :3128 or :53 (squid, dnsmasq, a proxy daemon, or a local user on purpose)
+// cannot collide with a run.
+type Listeners struct {
+	Proxy       uint16 // forward proxy; 0 = the guest's ProxyPort
+	Transparent uint16 // transparent proxy, reached only through the 80/443 rewrite; required
+	DNSUDP      uint16 // 0 = the guest's DNSPort
+	DNSTCP      uint16 // 0 = the guest's DNSPort
+}
+
+// withDefaults fills zero ports with the guest's ports (no rewrite needed).
+func (l Listeners) withDefaults(proxyPort, dnsPort uint16) Listeners {
+	l.Proxy = orDefault(l.Proxy, proxyPort)
+	l.DNSUDP = orDefault(l.DNSUDP, dnsPort)
+	l.DNSTCP = orDefault(l.DNSTCP, dnsPort)
+	return l
+}
 
 // ErrNotPermitted means the caller lacks CAP_NET_ADMIN or /dev/net/tun; the
 // run should fall back to proxy-only mode.
@@ -37,10 +56,14 @@ type Config struct {
 	Pool    netip.Prefix // zero = DefaultPool
 	// UID and GID own the tap so an unprivileged QEMU can attach to it; -1
 	// means root (then only root or CAP_NET_ADMIN may attach).
-	UID, GID        int
-	ProxyPort       uint16 // 0 = DefaultProxyPort
-	TransparentPort uint16 // 0 = DefaultTransparentPort
-	Log             *slog.Logger
+	UID, GID  int
+	ProxyPort uint16 // the port the guest dials for the proxy; 0 = DefaultProxyPort
+	// Serve starts the run's services on n.Host once the tap carries that
+	// address and before the table is installed, and returns where they
+	// listen. Nil means services on the guest's ports (Transparent on 3129),
+	// started by the caller.
+	Serve func(n *Net) (Listeners, error)
+	Log   *slog.Logger
 }
 
 // Net is one run's live network. Close removes it.
@@ -52,9 +75,9 @@ type Net struct {
 	Host   netip.Addr // host side: proxy and DNS listen here; the guest's gateway
 	Guest  netip.Addr
 
-	ProxyPort       uint16
-	TransparentPort uint16
-	DNSPort         uint16
+	ProxyPort uint16    // what the guest dials for the forward proxy
+	DNSPort   uint16    // what the guest dials for DNS
+	Listen    Listeners // where the services listen on Host
 
 	claim *claim
 	log   *slog.Logger
@@ -65,13 +88,10 @@ type Net struct {
 // GuestCIDR is the guest's address with its prefix, e.g. 10.213.0.2/30.
 func (n *Net) GuestCIDR() string { return netip.PrefixFrom(n.Guest, n.Subnet.Bits()).String() }
 
-// ProxyAddr is host:port of the forward proxy listener.
+// ProxyAddr is host:port the guest dials for the forward proxy.
 func (n *Net) ProxyAddr() string { return hostPort(n.Host, n.ProxyPort) }
 
-// TransparentAddr is host:port of the transparent listener.
-func (n *Net) TransparentAddr() string { return hostPort(n.Host, n.TransparentPort) }
-
-// DNSAddr is host:port of the DNS responder.
+// DNSAddr is host:port the guest dials for DNS.
 func (n *Net) DNSAddr() string { return hostPort(n.Host, n.DNSPort) }
 
 // ProxyURL is what the guest exports as HTTP_PROXY.
@@ -143,13 +163,12 @@ func Setup(ctx context.Context, cfg Config) (_ *Net, err error) {
 		return nil, err
 	}
 	n := &Net{
-		RunID:           cfg.RunID,
-		Tap:             TapName(cfg.RunID),
-		Table:           TableName(cfg.RunID),
-		ProxyPort:       orDefault(cfg.ProxyPort, DefaultProxyPort),
-		TransparentPort: orDefault(cfg.TransparentPort, DefaultTransparentPort),
-		DNSPort:         DNSPort,
-		log:             log,
+		RunID:     cfg.RunID,
+		Tap:       TapName(cfg.RunID),
+		Table:     TableName(cfg.RunID),
+		ProxyPort: orDefault(cfg.ProxyPort, DefaultProxyPort),
+		DNSPort:   DNSPort,
+		log:       log,
 	}
 	busy, err := hostPrefixes()
 	if err != nil {
@@ -176,9 +195,16 @@ func Setup(ctx context.Context, cfg Config) (_ *Net, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	n.Listen = Listeners{Transparent: legacyTransparentPort}
+	if cfg.Serve != nil {
+		if n.Listen, err = cfg.Serve(n); err != nil {
+			return nil, err
+		}
+	}
+	n.Listen = n.Listen.withDefaults(n.ProxyPort, n.DNSPort)
 	rules := Rules{
 		Table: n.Table, Iface: n.Tap, Host: n.Host, Guest: n.Guest,
-		ProxyPort: n.ProxyPort, TransparentPort: n.TransparentPort, DNSPort: n.DNSPort,
+		ProxyPort: n.ProxyPort, DNSPort: n.DNSPort, Listen: n.Listen,
 		Owner: me.tag(),
 	}
 	if err := rules.Install(); err != nil {
@@ -187,6 +213,10 @@ func Setup(ctx context.Context, cfg Config) (_ *Net, err error) {
 	log.Debug("netjail up", "run", n.RunID, "tap", n.Tap, "table", n.Table, "subnet", n.Subnet)
 	return n, nil
 }
+
+// legacyTransparentPort is where the transparent listener is expected when
+// Config.Serve is nil.
+const legacyTransparentPort = 3129
 
 func orDefault(v, d uint16) uint16 {
 	if v == 0 {

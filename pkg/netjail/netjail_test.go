@@ -164,7 +164,7 @@ func TestGCRemovesDeadRunsAndKeepsLiveOnes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := (Rules{Table: TableName(deadID), Iface: TapName(deadID), Host: host, Guest: host.Next(),
-		ProxyPort: 3128, TransparentPort: 3129, DNSPort: 53, Owner: dead.tag()}).Install(); err != nil {
+		ProxyPort: 3128, DNSPort: 53, Listen: Listeners{Transparent: 3129}, Owner: dead.tag()}).Install(); err != nil {
 		t.Fatal(err)
 	}
 	// An orphan tap of a dead run with no claim anywhere, found by its tag alone.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/crackbox/crackbox/pkg/jail"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,6 +97,11 @@ func ipnetPrefix(n *net.IPNet) (netip.Prefix, bool) {
 // is not locked by a live run. A stale claim (owner dead) is taken over after
 // removing the objects its record names.
 func claimSubnet(runsDir string, pool netip.Prefix, busy []netip.Prefix, rec record) (*claim, error) {
+	// The runs dir is the jail's run dir base; a networked run is often the first
+	// to create it after a reboot, so it must get the mode QEMU needs.
+	if err := jail.EnsureRunDirBase(runsDir); err != nil {
+		return nil, fmt.Errorf("netjail: %w", err)
+	}
 	dir := filepath.Join(runsDir, claimDirName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("netjail: claim dir: %w", err)

@@ -40,19 +40,21 @@ const ipsDstNAT = 1 << 5
 
 // Rules is the static rule set of one jail link. Iface is the host side of
 // the link (the tap, or a veth in tests); Host and Guest are its /30's .1
-// and .2. From Iface only these pass: TCP to Host:ProxyPort, DNS (UDP and
-// TCP) to Host:DNSPort, TCP to any address on port 80 or 443 (rewritten to
-// Host:TransparentPort), ICMP echo to Host and ICMP errors for flows the host
-// answered. Everything else from Iface, anything forwarded to or from it, and
-// host-initiated traffic into it is counted and dropped.
+// and .2. From Iface only these pass: TCP to Host:ProxyPort and DNS (UDP and
+// TCP) to Host:DNSPort, each rewritten to its listener; TCP to any address on
+// port 80 or 443, rewritten to the transparent listener; ICMP echo to Host
+// and ICMP errors for flows the host answered. A listener is reachable only
+// through its rewrite, never dialed directly. Everything else from Iface,
+// anything forwarded to or from it, and host-initiated traffic into it is
+// counted and dropped.
 type Rules struct {
-	Table           string
-	Iface           string
-	Host, Guest     netip.Addr
-	ProxyPort       uint16
-	TransparentPort uint16
-	DNSPort         uint16
-	Owner           string // tag stored as the comment of the input jump rule
+	Table       string
+	Iface       string
+	Host, Guest netip.Addr
+	ProxyPort   uint16    // the guest's view
+	DNSPort     uint16    // the guest's view
+	Listen      Listeners // the host's listeners on Host
+	Owner       string    // tag stored as the comment of the input jump rule
 }
 
 func (r Rules) validate() error {
@@ -63,7 +65,7 @@ func (r Rules) validate() error {
 		return fmt.Errorf("netjail: interface name %q: want 1..%d characters", r.Iface, unix.IFNAMSIZ-1)
 	case !r.Host.Is4() || !r.Guest.Is4():
 		return fmt.Errorf("netjail: host %s and guest %s must be IPv4 addresses", r.Host, r.Guest)
-	case r.ProxyPort == 0 || r.TransparentPort == 0 || r.DNSPort == 0:
+	case r.ProxyPort == 0 || r.Listen.Transparent == 0 || r.DNSPort == 0:
 		return errors.New("netjail: proxy, transparent and DNS ports must be set")
 	}
 	return nil
@@ -75,6 +77,7 @@ func (r Rules) Install() error {
 	if err := r.validate(); err != nil {
 		return err
 	}
+	lis := r.Listen.withDefaults(r.ProxyPort, r.DNSPort)
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("netjail: nftables: %w", err)
@@ -103,27 +106,47 @@ func (r Rules) Install() error {
 		guest = r.Guest.AsSlice()
 	)
 
-	// DNAT web traffic to any address onto the transparent listener.
+	// DNAT web traffic to any address onto the transparent listener, and the
+	// guest's fixed proxy and DNS ports onto wherever those listeners are.
 	for _, port := range []uint16{80, 443} {
-		add(pre, "", cat(
-			iif(r.Iface), nfproto(unix.NFPROTO_IPV4), l4(unix.IPPROTO_TCP), dport(port),
-			[]expr.Any{
-				&expr.Immediate{Register: 1, Data: host},
-				&expr.Immediate{Register: 2, Data: be16(r.TransparentPort)},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-			})...)
+		add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), l4(unix.IPPROTO_TCP), dport(port),
+			dnatTo(host, lis.Transparent))...)
+	}
+	services := []struct {
+		proto    byte
+		from, to uint16
+	}{
+		{unix.IPPROTO_TCP, r.ProxyPort, lis.Proxy},
+		{unix.IPPROTO_UDP, r.DNSPort, lis.DNSUDP},
+		{unix.IPPROTO_TCP, r.DNSPort, lis.DNSTCP},
+	}
+	for _, m := range services {
+		if m.from != m.to {
+			add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), ip4(16, expr.CmpOpEq, host),
+				l4(m.proto), dport(m.from), dnatTo(host, m.to))...)
+		}
 	}
 
 	add(in, r.Owner, cat(iif(r.Iface), verdict(expr.VerdictJump, chainGuestIn))...)
 	add(gin, DropIPv6, cat(nfproto(unix.NFPROTO_IPV6), drop())...)
 	add(gin, DropSpoof, cat(ip4(12, expr.CmpOpNeq, guest), drop())...)
 	add(gin, DropNotHost, cat(ip4(16, expr.CmpOpNeq, host), drop())...)
-	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.ProxyPort), verdict(expr.VerdictAccept, ""))...)
-	// Only connections the prerouting chain rewrote may reach the
-	// transparent port, so the guest cannot skip the 80/443 restriction.
-	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.TransparentPort), ctBits(unix.NFT_CT_STATUS, ipsDstNAT), verdict(expr.VerdictAccept, ""))...)
-	add(gin, "", cat(l4(unix.IPPROTO_UDP), dport(r.DNSPort), verdict(expr.VerdictAccept, ""))...)
-	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(r.DNSPort), verdict(expr.VerdictAccept, ""))...)
+	// A rewritten listener takes only connections the prerouting chain
+	// rewrote, so the guest reaches it at its fixed port alone. Only those
+	// rewrites reach the transparent port, so the guest cannot skip the
+	// 80/443 restriction.
+	rewritten := ctBits(unix.NFT_CT_STATUS, ipsDstNAT)
+	allowVia := func(proto byte, from, to uint16) {
+		match := cat(l4(proto), dport(to))
+		if from != to {
+			match = cat(match, rewritten)
+		}
+		add(gin, "", cat(match, verdict(expr.VerdictAccept, ""))...)
+	}
+	allowVia(unix.IPPROTO_TCP, r.ProxyPort, lis.Proxy)
+	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(lis.Transparent), rewritten, verdict(expr.VerdictAccept, ""))...)
+	allowVia(unix.IPPROTO_UDP, r.DNSPort, lis.DNSUDP)
+	allowVia(unix.IPPROTO_TCP, r.DNSPort, lis.DNSTCP)
 	add(gin, "", cat(l4(unix.IPPROTO_ICMP), icmpType(8), verdict(expr.VerdictAccept, ""))...)
 	add(gin, "", cat(l4(unix.IPPROTO_ICMP), ctBits(unix.NFT_CT_STATE, expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
 	add(gin, DropOther, drop()...)
@@ -221,6 +244,15 @@ func dport(p uint16) []expr.Any {
 	return []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: be16(p)},
+	}
+}
+
+// dnatTo rewrites the destination to addr:port.
+func dnatTo(addr []byte, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: addr},
+		&expr.Immediate{Register: 2, Data: be16(port)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	}
 }
 

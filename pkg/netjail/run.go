@@ -19,9 +19,10 @@ import (
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
-// DefaultRunsDir holds the /30 claims when Options.RunsDir is unset: a
-// tmpfs, so claims vanish with the taps at reboot.
-const DefaultRunsDir = "/run/crackbox"
+// DefaultRunsDir holds the /30 claims when Options.RunsDir is unset: the
+// jail's run dir base (/run/crackbox as root, a tmpfs, so claims vanish with
+// the taps at reboot).
+func DefaultRunsDir() string { return jail.DefaultRunDirBase() }
 
 // DefaultProxyListen is where guest-init listens in proxy-only mode.
 const DefaultProxyListen = "127.0.0.1:3128"
@@ -34,7 +35,7 @@ type Options struct {
 	// Mode is ModeAuto (or ""), jail.NetTap, jail.NetProxyOnly or jail.NetNone.
 	Mode    string
 	RunID   string       // "" = generated; names the tap and table
-	RunsDir string       // "" = DefaultRunsDir
+	RunsDir string       // "" = DefaultRunsDir()
 	Pool    netip.Prefix // zero = DefaultPool
 	// UID and GID own the tap: the user QEMU runs as; -1 = root.
 	UID, GID int
@@ -135,24 +136,30 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 
 	runsDir := o.RunsDir
 	if runsDir == "" {
-		runsDir = DefaultRunsDir
+		runsDir = DefaultRunsDir()
 	}
 	if removed, err := GC(runsDir); err != nil {
 		log.Warn("netjail gc", "err", err)
 	} else if len(removed) > 0 {
 		log.Info("removed leftovers of dead runs", "objects", removed)
 	}
-	link, err := Setup(ctx, Config{RunID: o.RunID, RunsDir: runsDir, Pool: o.Pool, UID: o.UID, GID: o.GID, Log: log})
+	var svc *services
+	serve := func(n *Net) (Listeners, error) {
+		var err error
+		svc, err = startServices(popts, proxy.Client{ID: o.RunID, IP: n.Guest, Allow: list}, n.Host, r.Tally.Query)
+		if err != nil {
+			return Listeners{}, err
+		}
+		return svc.listen, nil
+	}
+	link, err := Setup(ctx, Config{RunID: o.RunID, RunsDir: runsDir, Pool: o.Pool, UID: o.UID, GID: o.GID, Serve: serve, Log: log})
 	if err != nil {
+		if svc != nil {
+			svc.close()
+		}
 		return nil, err
 	}
 	r.Link = link
-	svc, err := startServices(popts, proxy.Client{ID: o.RunID, IP: link.Guest, Allow: list},
-		link.Host, link.ProxyPort, link.TransparentPort, link.DNSPort, r.Tally.Query)
-	if err != nil {
-		link.Close()
-		return nil, err
-	}
 	r.svc, r.Proxy = svc, svc.proxy
 	tapFile, err := openTap(link.Tap)
 	if err != nil {
@@ -257,12 +264,16 @@ func (r *Run) Learned() []string {
 // services are the proxy listeners and DNS responder on a jail link's host
 // side. Tests start them on a veth as they are started on a tap.
 type services struct {
-	proxy *proxy.Proxy
-	dns   *dns.Server
-	wg    sync.WaitGroup
+	proxy  *proxy.Proxy
+	dns    *dns.Server
+	listen Listeners
+	wg     sync.WaitGroup
 }
 
-func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, proxyPort, transPort, dnsPort uint16, onQuery func(dns.Query)) (_ *services, err error) {
+// startServices binds every listener on an ephemeral port of host: the
+// address is the run's own, and a port the kernel picks cannot be held by a
+// wildcard listener of another program.
+func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, onQuery func(dns.Query)) (_ *services, err error) {
 	reg := proxy.NewRegistry()
 	if err := reg.Register(client); err != nil {
 		return nil, err
@@ -277,11 +288,12 @@ func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, pr
 			s.close()
 		}
 	}()
-	fwd, err := net.Listen("tcp", hostPort(host, proxyPort))
+	ephemeral := hostPort(host, 0)
+	fwd, err := net.Listen("tcp", ephemeral)
 	if err != nil {
 		return nil, fmt.Errorf("netjail: proxy listener: %w", err)
 	}
-	tr, err := net.Listen("tcp", hostPort(host, transPort))
+	tr, err := net.Listen("tcp", ephemeral)
 	if err != nil {
 		fwd.Close()
 		return nil, fmt.Errorf("netjail: transparent listener: %w", err)
@@ -290,7 +302,7 @@ func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, pr
 	go func() { defer s.wg.Done(); p.ServeForward(fwd) }()
 	go func() { defer s.wg.Done(); p.ServeTransparent(tr) }()
 	s.dns, err = dns.Listen(dns.Config{
-		Addr: hostPort(host, dnsPort),
+		Addr: ephemeral,
 		Allowed: func(h string) bool {
 			c, ok := reg.Lookup(client.IP)
 			return ok && dns.HostAllowed(c.Allow)(h)
@@ -304,7 +316,23 @@ func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, pr
 		tr.Close()
 		return nil, err
 	}
+	s.listen = Listeners{
+		Proxy:       addrPort(fwd.Addr()),
+		Transparent: addrPort(tr.Addr()),
+		DNSUDP:      addrPort(s.dns.UDPAddr()),
+		DNSTCP:      addrPort(s.dns.TCPAddr()),
+	}
 	return s, nil
+}
+
+func addrPort(a net.Addr) uint16 {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return uint16(a.Port)
+	case *net.UDPAddr:
+		return uint16(a.Port)
+	}
+	return 0
 }
 
 func (s *services) close() error {

@@ -163,7 +163,8 @@ func TestPrepareTapSetsUpAndTearsDown(t *testing.T) {
 		t.Fatalf("net %+v tap %+v, want %+v", r.Net, r.Net.Tap, want)
 	}
 	// The listeners are up on the host side address before any guest exists.
-	for _, a := range []string{l.ProxyAddr(), l.TransparentAddr(), l.DNSAddr()} {
+	for _, p := range []uint16{l.Listen.Proxy, l.Listen.Transparent, l.Listen.DNSTCP} {
+		a := hostPort(l.Host, p)
 		c, err := net.DialTimeout("tcp", a, time.Second)
 		if err != nil {
 			t.Errorf("nothing listening on %s: %v", a, err)
@@ -177,16 +178,18 @@ func TestPrepareTapSetsUpAndTearsDown(t *testing.T) {
 	if tableExists(t, l.Table) {
 		t.Error("table left after Close")
 	}
-	if _, err := net.Listen("tcp", l.ProxyAddr()); err == nil {
+	if _, err := net.Listen("tcp", hostPort(l.Host, 0)); err == nil {
 		t.Error("host side address still present after Close")
 	}
 }
 
 // TestJailedGuestThroughServices is the whole tap-mode path with a netns
 // standing in for the guest: DNS, forward proxy and transparent proxy, with
-// the rule set in place, against an upstream on a loopback address.
+// the rule set in place, against an upstream on a loopback address, while
+// wildcard listeners of other programs hold the ports the guest dials.
 func TestJailedGuestThroughServices(t *testing.T) {
 	requireNetAdmin(t)
+	holdGuestPorts(t)
 	g := newGuestNS(t)
 	upAddr := netip.AddrFrom4([4]byte{127, byte(rand.IntN(200) + 20), byte(rand.IntN(250) + 1), byte(rand.IntN(250) + 1)})
 	ln, err := net.Listen("tcp", upAddr.String()+":80")
@@ -206,8 +209,8 @@ func TestJailedGuestThroughServices(t *testing.T) {
 		},
 		OnDecision: tally.Decision,
 	}
-	const proxyPort, transPort, dnsPort = 3128, 3129, 53
-	svc, err := startServices(popts, proxy.Client{ID: "veth", IP: g.guest, Allow: list}, g.host, proxyPort, transPort, dnsPort, tally.Query)
+	const proxyPort, dnsPort = 3128, 53
+	svc, err := startServices(popts, proxy.Client{ID: "veth", IP: g.guest, Allow: list}, g.host, tally.Query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +218,7 @@ func TestJailedGuestThroughServices(t *testing.T) {
 	table := TableName(fmt.Sprintf("svc-%d", rand.IntN(1<<30)))
 	t.Cleanup(func() { RemoveTable(table) })
 	must(t, Rules{Table: table, Iface: g.hostIf, Host: g.host, Guest: g.guest,
-		ProxyPort: proxyPort, TransparentPort: transPort, DNSPort: dnsPort}.Install())
+		ProxyPort: proxyPort, DNSPort: dnsPort, Listen: svc.listen}.Install())
 
 	dial := func(addr string) net.Conn {
 		t.Helper()

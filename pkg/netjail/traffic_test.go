@@ -165,7 +165,8 @@ func TestJailTraffic(t *testing.T) {
 	proxyLn := listen(t, "tcp", h+":0")
 	transLn := listen(t, "tcp", h+":0")
 	otherLn := listen(t, "tcp", h+":0") // a host service the guest must not reach
-	dnsPC, err := net.ListenPacket("udp", h+":53")
+	// The guest dials :53; the responder sits on a port of its own, as in a run.
+	dnsPC, err := net.ListenPacket("udp", h+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,8 @@ func TestJailTraffic(t *testing.T) {
 	table := TableName(fmt.Sprintf("traffic-%d", os.Getpid()))
 	t.Cleanup(func() { RemoveTable(table) })
 	must(t, Rules{Table: table, Iface: g.hostIf, Host: g.host, Guest: g.guest,
-		ProxyPort: port(proxyLn), TransparentPort: port(transLn), DNSPort: 53}.Install())
+		ProxyPort: port(proxyLn), DNSPort: 53,
+		Listen: Listeners{Transparent: port(transLn), DNSUDP: uint16(dnsPC.LocalAddr().(*net.UDPAddr).Port)}}.Install())
 
 	accepted := func(ln net.Listener) chan net.Conn {
 		ch := make(chan net.Conn, 1)
@@ -305,15 +307,16 @@ func TestJailIsolatesConcurrentRuns(t *testing.T) {
 	b := newGuestNS(t)
 	setForwarding(t, a.hostIf, true)
 	setForwarding(t, b.hostIf, true)
+	// b's proxy on a port of its own: a fixed one may be held by another test process.
+	bProxy := listen(t, "tcp", b.host.String()+":0")
 	var tables []string
 	for i, g := range []*guestNS{a, b} {
 		table := TableName(fmt.Sprintf("iso-%d-%d", os.Getpid(), i))
 		t.Cleanup(func() { RemoveTable(table) })
 		must(t, Rules{Table: table, Iface: g.hostIf, Host: g.host, Guest: g.guest,
-			ProxyPort: 3128, TransparentPort: 3129, DNSPort: 53}.Install())
+			ProxyPort: port(bProxy), DNSPort: 53, Listen: Listeners{Transparent: 3129}}.Install())
 		tables = append(tables, table)
 	}
-	bProxy := listen(t, "tcp", b.host.String()+":3128")
 	var inB net.Listener
 	b.inNS(t, func() { inB = listen(t, "tcp", b.guest.String()+":8080") })
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // outcome is the STATUS column: the exit status once ended.
@@ -34,13 +35,22 @@ func round(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// command renders argv for one line, cut to width.
+// oneLine escapes the characters that would break a table row (a command
+// from sh -c often spans lines).
+var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`, "\v", `\v`, "\f", `\f`)
+
+// command renders argv for one line, cut to width characters.
 func command(argv []string, width int) string {
-	s := strings.Join(argv, " ")
-	if len(s) > width {
-		s = s[:width-3] + "..."
+	s := []rune(oneLine.Replace(strings.Join(argv, " ")))
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			s[i] = '?'
+		}
 	}
-	return s
+	if len(s) > width {
+		s = append(s[:width-3], []rune("...")...)
+	}
+	return string(s)
 }
 
 // WriteList prints the records as a table, newest first.
@@ -69,6 +79,9 @@ func WriteShow(w io.Writer, m Manifest) error {
 	row("error", m.Error)
 	row("network", m.Net)
 	row("accel", m.Accel)
+	if m.Build.Module != "" {
+		row("crackbox", m.Build.String())
+	}
 	allow := strings.Join(m.Allow, ",")
 	if m.Learn {
 		allow = "(learn mode: nothing)"

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proc"
 )
@@ -64,15 +65,17 @@ type Manifest struct {
 	Started  time.Time `json:"started"`
 	Status   string    `json:"status"`
 
-	Ended     time.Time `json:"ended,omitzero"`
-	BootMS    int64     `json:"boot_ms,omitempty"`
-	RunMS     int64     `json:"run_ms,omitempty"`
-	Exit      int       `json:"exit"`
-	Signal    int       `json:"signal,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Blocked   string    `json:"blocked,omitempty"` // the blocked-egress summary line
-	Learned   []string  `json:"learned,omitempty"` // --learn: attempted hosts
-	RunDir    string    `json:"run_dir,omitempty"` // the jail's run dir, when kept
+	Ended   time.Time `json:"ended,omitzero"`
+	BootMS  int64     `json:"boot_ms,omitempty"`
+	RunMS   int64     `json:"run_ms,omitempty"`
+	Exit    int       `json:"exit"`
+	Signal  int       `json:"signal,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	Blocked string    `json:"blocked,omitempty"` // the blocked-egress summary line
+	Learned []string  `json:"learned,omitempty"` // --learn: attempted hosts
+	RunDir  string    `json:"run_dir,omitempty"` // the jail's run dir, when kept
+	// Build is the crackbox that made the record; Create fills it in.
+	Build     buildinfo.Info `json:"build,omitzero"`
 	recordDir string
 }
 
@@ -138,6 +141,9 @@ func (s *Store) Create(m Manifest) (*Record, error) {
 		m.PIDStart, _ = proc.Start(m.PID)
 	}
 	m.Status = StatusRunning
+	if m.Build.Module == "" {
+		m.Build = buildinfo.Get()
+	}
 	if m.Allow == nil {
 		m.Allow = []string{}
 	}

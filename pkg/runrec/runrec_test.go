@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/buildinfo"
 )
 
 func TestRecordLifecycle(t *testing.T) {
@@ -29,6 +31,9 @@ func TestRecordLifecycle(t *testing.T) {
 	}
 	if m.Status != StatusRunning || m.PID != os.Getpid() || m.PIDStart == 0 {
 		t.Errorf("while running: status %s pid %d start %d", m.Status, m.PID, m.PIDStart)
+	}
+	if m.Build != buildinfo.Get() || m.Build.Module != "github.com/crackbox/crackbox" {
+		t.Errorf("record build %+v, want this binary's %+v", m.Build, buildinfo.Get())
 	}
 	fmt.Fprintln(r.DecisionLog(), `{"host":"pypi.org","decision":"allow"}`)
 	fmt.Fprintln(r.DecisionLog(), `{"host":"evil.test","decision":"deny","reason":"blocked-by-allowlist"}`)
@@ -54,7 +59,8 @@ func TestRecordLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"command:", "pip install x", "status:", "exit 1", "allow:", "pypi.org",
-		"blocked:", "blocked 2 requests: evil.test (2)", "decisions:", "1 allowed, 2 blocked", "boot:", "900ms"} {
+		"blocked:", "blocked 2 requests: evil.test (2)", "decisions:", "1 allowed, 2 blocked", "boot:", "900ms",
+		"crackbox:", buildinfo.Get().String()} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("show output lacks %q:\n%s", want, out.String())
 		}
@@ -66,6 +72,26 @@ func TestRecordLifecycle(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 || !strings.Contains(lines[1], r.ID()) || !strings.Contains(lines[1], "exit 1") || !strings.Contains(lines[1], "4s") {
 		t.Errorf("list output:\n%s", out.String())
+	}
+}
+
+// TestListKeepsOneLinePerRun: a command with newlines, tabs or other control
+// characters (sh -c scripts) stays on its own row, escaped.
+func TestListKeepsOneLinePerRun(t *testing.T) {
+	ms := []Manifest{
+		{ID: "a", Argv: []string{"sh", "-c", "echo one\necho two\r\n\tdone\x1b[2J"}, Status: StatusExited},
+		{ID: "b", Argv: []string{"true"}, Status: StatusExited},
+	}
+	var out bytes.Buffer
+	if err := WriteList(&out, ms); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines for 2 runs:\n%s", len(lines), out.String())
+	}
+	if want := `sh -c echo one\necho two\r\n\tdone?[2J`; !strings.Contains(lines[1], want) {
+		t.Errorf("row %q lacks %q", lines[1], want)
 	}
 }
 

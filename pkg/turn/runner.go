@@ -62,7 +62,7 @@ type JailRunner struct {
 	GuestInit string
 	Accel     string
 	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
-	RunsDir   string
+	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
 	Proxy     proxy.Options
 	Timeout   time.Duration // whole attempt, boot included; 0 = 30 min
 	// UID and GID run the agent in the guest; -1 = the owner of the folder
@@ -109,23 +109,24 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		Env:  j.Env,
 		// The home must be the real directory: a symlink on its path would
 		// share whatever it points at, read-write.
-		Volumes:   []jail.Volume{{Host: j.HostHome, Guest: j.GuestHome, NoSymlinks: true}},
-		User:      &jail.User{UID: uid, GID: gid, Home: j.GuestHome},
-		Dir:       j.GuestHome,
-		Hostname:  "arizuko",
-		Stdin:     strings.NewReader(j.Prompt),
-		Stdout:    stdout,
-		Stderr:    stdout,
-		Kernel:    r.Kernel,
-		GuestInit: r.GuestInit,
-		Accel:     r.Accel,
-		CPUs:      j.CPUs,
-		MemoryMiB: j.MemoryMiB,
-		Timeout:   timeout,
-		Logger:    log,
-		Net:       nr.Net,
-		MCPSocket: gated.GuestSocket,
-		MCPConn:   j.MCPConn,
+		Volumes:    []jail.Volume{{Host: j.HostHome, Guest: j.GuestHome, NoSymlinks: true}},
+		User:       &jail.User{UID: uid, GID: gid, Home: j.GuestHome},
+		Dir:        j.GuestHome,
+		Hostname:   "arizuko",
+		Stdin:      strings.NewReader(j.Prompt),
+		Stdout:     stdout,
+		Stderr:     stdout,
+		Kernel:     r.Kernel,
+		GuestInit:  r.GuestInit,
+		Accel:      r.Accel,
+		CPUs:       j.CPUs,
+		MemoryMiB:  j.MemoryMiB,
+		Timeout:    timeout,
+		Logger:     log,
+		Net:        nr.Net,
+		RunDirBase: r.RunsDir,
+		MCPSocket:  gated.GuestSocket,
+		MCPConn:    j.MCPConn,
 	}
 	if r.Started != nil {
 		id := j.Turn.ID

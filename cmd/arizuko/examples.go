@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// examples is the Examples section of every command's --help, by command path.
+// Kept in one place so a new command without examples fails TestEveryCommandHasExamples.
+var examples = map[string]string{
+	"arizuko": `arizuko init
+arizuko folder add demo --agent "python3 /home/node/agent.py"
+arizuko serve &
+arizuko chat demo`,
+	"arizuko init": `sudo arizuko init                     # /var/lib/arizuko
+arizuko init --data ~/arizuko`,
+	"arizuko serve": `arizuko serve
+arizuko serve --data /var/lib/arizuko --log-level debug`,
+	"arizuko chat": `arizuko chat demo
+arizuko chat corp/eng --topic release`,
+	"arizuko folder": `arizuko folder add demo --agent "python3 /home/node/agent.py"
+arizuko folder ls`,
+	"arizuko folder add": `arizuko folder add demo --agent "python3 /home/node/agent.py"
+arizuko folder add corp/eng --name "Engineering" --memory 1024 --cpus 2`,
+	"arizuko folder ls": `arizuko folder ls --json`,
+	"arizuko folder rm": `arizuko folder rm corp/eng`,
+	"arizuko folder budget": `arizuko folder budget demo            # show
+arizuko folder budget demo 50         # at most 50 turns per 24 h
+arizuko folder budget demo default`,
+	"arizuko route": `arizuko route add --seq 10 --match 'platform=term' --target demo
+arizuko route ls`,
+	"arizuko route add": `arizuko route add --seq 10 --match 'platform=term' --target demo
+arizuko route add --seq 20 --match 'platform=slack chat=C0123*' --target corp/eng#support`,
+	"arizuko route ls": `arizuko route ls`,
+	"arizuko route rm": `arizuko route rm 3`,
+	"arizuko grant": `arizuko grant add folder:demo shell:env:ANTHROPIC_API_KEY demo
+arizuko grant ls`,
+	"arizuko grant add": `arizuko grant add folder:demo shell:env:ANTHROPIC_API_KEY demo
+arizuko grant add --deny user:mallory '*' corp`,
+	"arizuko grant ls":       `arizuko grant ls --json`,
+	"arizuko grant rm":       `arizuko grant rm 7`,
+	"arizuko grant member":   `arizuko grant member user:alice role:operator`,
+	"arizuko grant unmember": `arizuko grant unmember user:alice role:operator`,
+	"arizuko grant members":  `arizuko grant members`,
+	"arizuko audit":          `arizuko audit`,
+	"arizuko network": `arizuko network allow demo api.anthropic.com
+arizuko network ls demo`,
+	"arizuko network allow": `arizuko network allow demo api.anthropic.com '*.githubusercontent.com'`,
+	"arizuko network deny":  `arizuko network deny corp/eng pypi.org`,
+	"arizuko network rm":    `arizuko network rm demo api.anthropic.com`,
+	"arizuko network ls":    `arizuko network ls demo`,
+	"arizuko secret": `arizuko secret set demo ANTHROPIC_API_KEY < key.txt
+arizuko secret ls demo`,
+	"arizuko secret set": `arizuko secret set demo ANTHROPIC_API_KEY       # reads the value from stdin
+printf %s "$KEY" | arizuko secret set demo ANTHROPIC_API_KEY`,
+	"arizuko secret rm":     `arizuko secret rm demo ANTHROPIC_API_KEY`,
+	"arizuko secret ls":     `arizuko secret ls demo`,
+	"arizuko secret rotate": `arizuko secret rotate`,
+	"arizuko secret keygen": `arizuko secret keygen > /etc/arizuko/secrets.key`,
+	"arizuko send":          `arizuko send web:demo "hello"`,
+	"arizuko resolve":       `arizuko resolve term:alice --platform term`,
+	"arizuko messages":      `arizuko messages web:demo --json`,
+	"arizuko turns": `arizuko turns ls
+arizuko turns show 12`,
+	"arizuko token": `arizuko token add grafana --kind read
+arizuko token ls`,
+	"arizuko token add": `arizuko token add grafana --kind read
+arizuko token add slack-bot --kind adapter --platform slack`,
+	"arizuko token ls":   `arizuko token ls --json`,
+	"arizuko token rm":   `arizuko token rm grafana`,
+	"arizuko turns ls":   `arizuko turns ls --json`,
+	"arizuko turns show": `arizuko turns show 12`,
+}
+
+// folderArgs are the commands whose first argument is a folder; chatArgs those
+// whose first argument is a chat.
+var (
+	folderArgs = []string{"arizuko chat", "arizuko folder rm", "arizuko folder budget",
+		"arizuko network allow", "arizuko network deny", "arizuko network rm", "arizuko network ls"}
+	chatArgs = []string{"arizuko send", "arizuko resolve", "arizuko messages"}
+)
+
+// decorate fills each command's Example from examples and adds folder and chat
+// completion to the commands that take them.
+func decorate(c *cobra.Command) {
+	path := c.CommandPath()
+	if ex, ok := examples[path]; ok {
+		c.Example = "  " + strings.ReplaceAll(ex, "\n", "\n  ")
+	}
+	for _, p := range folderArgs {
+		if p == path {
+			c.ValidArgsFunction = completeFirst(func(f string) string { return f })
+		}
+	}
+	for _, p := range chatArgs {
+		if p == path {
+			// Every folder is reachable directly as the chat web:<folder>.
+			c.ValidArgsFunction = completeFirst(func(f string) string { return "web:" + f })
+		}
+	}
+	for _, sub := range c.Commands() {
+		decorate(sub)
+	}
+}
+
+// completeFirst completes the first argument with each folder through name.
+func completeFirst(name func(folder string) string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		_ = withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
+			fs, err := s.ListFolders(ctx)
+			for _, f := range fs {
+				out = append(out, name(f.Path)+"\t"+f.DisplayName)
+			}
+			return err
+		})
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

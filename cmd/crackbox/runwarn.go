@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/crackbox/crackbox/pkg/allow"
+)
+
+// warnStdinDropped says so when stdin is a pipe or a file that the run will not
+// forward (no -i): `echo x | crackbox run -- cat` would otherwise print nothing
+// and leave the user guessing. A terminal or /dev/null gets no warning.
+func warnStdinDropped(w io.Writer, stdin *os.File) {
+	fi, err := stdin.Stat()
+	if err != nil {
+		return
+	}
+	kind := ""
+	switch m := fi.Mode(); {
+	case m&os.ModeNamedPipe != 0:
+		kind = "a pipe"
+	case m.IsRegular():
+		kind = "a file"
+	case m&os.ModeSocket != 0:
+		kind = "a socket"
+	default:
+		return
+	}
+	fmt.Fprintf(w, "crackbox: warning: stdin is %s but -i is not set, so the command reads nothing from it; add -i to forward it\n", kind)
+}
+
+// warnAllowAll names the risk of --allow '*': the jail still refuses private
+// and host addresses, but any public host is reachable, so egress no longer
+// fails closed.
+func warnAllowAll(w io.Writer, list *allow.List) {
+	if list != nil && slices.Contains(list.Entries(), "*") {
+		fmt.Fprintln(w, "crackbox: warning: --allow '*' lets the command reach every public host; name the hosts it needs (--learn lists them)")
+	}
+}
