@@ -82,10 +82,12 @@ func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
 	return failed(cs)
 }
 
-// doctorChecks runs every check: what crackbox run needs and how to fix what is missing.
-func doctorChecks(kernel, guestInit, accel, netMode string) []check {
-	var out []check
-	line := func(ok bool, required bool, what, detail, fix string) {
+// lineFunc records one check: ok, whether it is required, what, the detail and a fix.
+type lineFunc func(ok, required bool, what, detail, fix string)
+
+// collect returns a lineFunc appending to out: warn when not ok, fail when also required.
+func collect(out *[]check) lineFunc {
+	return func(ok, required bool, what, detail, fix string) {
 		c := check{Status: "ok", What: what, Detail: detail}
 		if !ok {
 			c.Status, c.Fix = "warn", fix
@@ -93,19 +95,16 @@ func doctorChecks(kernel, guestInit, accel, netMode string) []check {
 				c.Status = "fail"
 			}
 		}
-		out = append(out, c)
+		*out = append(*out, c)
 	}
+}
 
-	probe := jail.ProbeHost()
-	if acc, why, err := jail.ChooseAccel(accel, probe); err != nil {
-		line(false, true, "accelerator", err.Error(), "use --accel auto or tcg")
-	} else {
-		fix := ""
-		if acc == jail.AccelTCG {
-			fix = "guests run under TCG (slow); load kvm_intel/kvm_amd on a host with hardware virtualisation for KVM"
-		}
-		line(acc == jail.AccelKVM, false, "accelerator", why, fix)
-	}
+// doctorChecks runs every check: what crackbox run needs and how to fix what is missing.
+func doctorChecks(kernel, guestInit, accel, netMode string) []check {
+	var out []check
+	line := collect(&out)
+	doctorAccel(line, accel, jail.ProbeHost())
+	doctorVMMJail(line, os.Geteuid())
 
 	if q, err := jail.FindQEMU(); err != nil {
 		line(false, true, "qemu", err.Error(), "apt-get install qemu-system-x86")
@@ -166,6 +165,47 @@ func doctorChecks(kernel, guestInit, accel, netMode string) []check {
 		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
 	}
 	return out
+}
+
+// doctorAccel reports the accelerator a run would use; the /dev/kvm check is the one
+// Run makes, for the user QEMU runs as, and its fix names the cause.
+func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
+	acc, why, err := jail.ChooseAccel(accel, probe)
+	if err != nil {
+		fix := "use --accel auto or tcg"
+		if probe.KVMFix != "" {
+			fix = probe.KVMFix + "; or " + fix
+		}
+		line(false, true, "accelerator", err.Error(), fix)
+		return
+	}
+	fix := ""
+	switch {
+	case acc == jail.AccelKVM:
+	case !probe.KVMOpens && probe.KVMFix != "":
+		fix = "guests run under TCG (slow); " + probe.KVMFix
+	default:
+		fix = "guests run under TCG (slow); load kvm_intel/kvm_amd on a host with hardware virtualisation for KVM"
+	}
+	line(acc == jail.AccelKVM, false, "accelerator", why, fix)
+}
+
+// doctorVMMJail says how QEMU will be confined: its namespaces and its cgroup leaf.
+func doctorVMMJail(line lineFunc, euid int) {
+	if euid != 0 {
+		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
+	} else {
+		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
+	}
+	if v2, err := jail.CgroupSupportFor(euid); err != nil {
+		line(false, false, "vmm cgroup", err.Error(), "run as root on a host with cgroup v2 (or v1 memory, pids and cpu hierarchies)")
+	} else {
+		kind := "v1"
+		if v2 {
+			kind = "v2"
+		}
+		line(true, false, "vmm cgroup", "cgroup "+kind+" leaf per run: memory (guest RAM + overhead), pids and cpu weight", "")
+	}
 }
 
 // netModeReason says which network mode crackbox run would use for the configured

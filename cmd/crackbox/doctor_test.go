@@ -54,3 +54,63 @@ func TestNetModeReason(t *testing.T) {
 		t.Errorf("netModeReason(tap) = %q, %v with tap available=%v", mode, err, tapOK)
 	}
 }
+
+// TestDoctorKVMAdvice: doctor's accelerator line and fix for each /dev/kvm case, from
+// the same check Run makes for QEMU's user.
+func TestDoctorKVMAdvice(t *testing.T) {
+	kvm := &jail.DevStat{UID: 0, GID: 108, Perm: 0o660, Group: "kvm"}
+	user := jail.KVMUser{UID: 1000, GID: 1000}
+	relogin := jail.KVMUser{UID: 1000, GID: 1000, Listed: []uint32{108}}
+	asRoot := jail.KVMUser{UID: jail.VMMUIDBase, GID: jail.VMMUIDBase, Privileged: true}
+	cases := []struct {
+		name   string
+		dev    *jail.DevStat
+		user   jail.KVMUser
+		want   []string
+		forbid []string
+	}{
+		{"no /dev/kvm", nil, user, []string{"warn accelerator", "does not exist", "modprobe kvm_intel"}, []string{"usermod"}},
+		{"not in the kvm group", kvm, user, []string{"warn accelerator", "not in group kvm", "usermod -aG kvm $USER", "log out and in again"}, nil},
+		{"joined, same session", kvm, relogin, []string{"warn accelerator", "log out and in again", "newgrp kvm"}, []string{"usermod"}},
+		{"0600 root:root as root", &jail.DevStat{Perm: 0o600}, asRoot, []string{"warn accelerator", "0600 root:0", "udev rule"}, []string{"usermod", "modprobe"}},
+		{"group kvm as root", kvm, asRoot, []string{"ok   accelerator", "kvm:"}, []string{"fix:"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := jail.CheckKVM(c.dev, c.user)
+			p := jail.HostProbe{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
+			var cs []check
+			doctorAccel(collect(&cs), "auto", p)
+			var out bytes.Buffer
+			writeChecks(&out, cs)
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("doctor lacks %q:\n%s", w, out.String())
+				}
+			}
+			for _, f := range c.forbid {
+				if strings.Contains(out.String(), f) {
+					t.Errorf("doctor says %q:\n%s", f, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestDoctorVMMJailUnprivileged: without root there is no jail and no delegated cgroup;
+// doctor says both.
+func TestDoctorVMMJailUnprivileged(t *testing.T) {
+	var cs []check
+	doctorVMMJail(collect(&cs), 1000)
+	var out bytes.Buffer
+	writeChecks(&out, cs)
+	bad := failed(cs)
+	for _, w := range []string{"warn vmm jail", "unprivileged", "warn vmm cgroup", "no cgroup v2 subtree is delegated"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("doctor lacks %q:\n%s", w, out.String())
+		}
+	}
+	if bad != 0 {
+		t.Errorf("a missing jail is not a failure, doctor counted %d", bad)
+	}
+}

@@ -1,21 +1,24 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 )
 
 func init() {
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the taps, nftables tables and address claims of crackbox runs that were killed",
-		Long: `Remove the network leftovers of crackbox runs whose process is gone (killed with
-SIGKILL, or lost with the machine): their tap devices, nftables tables and address
-claims. Objects of live runs are never touched. Every crackbox run does this first.`,
+		Short: "Remove the taps, nftables tables, address and vmm uid claims of crackbox runs that were killed",
+		Long: `Remove the leftovers of crackbox runs whose process is gone (killed with SIGKILL,
+or lost with the machine): their tap devices, nftables tables and address claims, and
+the claims on QEMU's per-run uids (killing any process still running as one). Objects
+of live runs are never touched. Every crackbox run does the network part first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGC(cmd.OutOrStdout())
@@ -25,10 +28,16 @@ claims. Objects of live runs are never touched. Every crackbox run does this fir
 }
 
 func runGC(w io.Writer) error {
+	removed, uidErr := jail.GCVMMUIDs(jail.DefaultRunDirBase())
 	if err := netjail.Available(); err != nil {
-		return fmt.Errorf("gc: %w", err)
+		for _, r := range removed {
+			fmt.Fprintln(w, "removed", r)
+		}
+		return fmt.Errorf("gc: %w", errors.Join(uidErr, err))
 	}
-	removed, err := netjail.GC(netjail.DefaultRunsDir())
+	nr, err := netjail.GC(netjail.DefaultRunsDir())
+	removed = append(removed, nr...)
+	err = errors.Join(uidErr, err)
 	for _, r := range removed {
 		fmt.Fprintln(w, "removed", r)
 	}

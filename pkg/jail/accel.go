@@ -16,21 +16,19 @@ const (
 
 // HostProbe is what the accelerator decision looks at; ProbeHost fills it from the machine.
 type HostProbe struct {
-	KVMOpens   bool   // /dev/kvm opened read-write
-	KVMErr     string // why it did not
+	KVMOpens   bool   // QEMU's user may open /dev/kvm read-write (CheckKVM)
+	KVMErr     string // why it may not
+	KVMFix     string // what the user can do about it
 	KVMModule  string // "kvm_intel", "kvm_amd" or "" (another module, e.g. kvm_pvm, may serve /dev/kvm)
 	CPUVirtExt bool   // vmx or svm in /proc/cpuinfo
 }
 
-// ProbeHost inspects /dev/kvm, /sys/module and /proc/cpuinfo.
+// ProbeHost inspects /dev/kvm (for the user QEMU will run as), /sys/module and
+// /proc/cpuinfo.
 func ProbeHost() HostProbe {
 	var p HostProbe
-	if f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0); err == nil {
-		p.KVMOpens = true
-		f.Close()
-	} else {
-		p.KVMErr = err.Error()
-	}
+	v := probeKVMAccess()
+	p.KVMOpens, p.KVMErr, p.KVMFix = v.OK, v.Why, v.Fix
 	for _, m := range []string{"kvm_intel", "kvm_amd"} {
 		if _, err := os.Stat("/sys/module/" + m); err == nil {
 			p.KVMModule = m
@@ -74,7 +72,7 @@ func ChooseAccel(want string, p HostProbe) (string, string, error) {
 	case !p.KVMOpens:
 		why = "/dev/kvm is not usable"
 		if p.KVMErr != "" {
-			why += " (" + p.KVMErr + ")"
+			why += ": " + p.KVMErr
 		}
 	case !hw:
 		why = "/dev/kvm opens but neither kvm_intel nor kvm_amd is loaded and the CPU shows no vmx/svm"

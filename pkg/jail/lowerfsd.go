@@ -10,7 +10,7 @@ import (
 
 // addLowers attaches the root's read-only lowers: 9p shares QEMU serves itself, or, for a
 // modular kernel, one virtiofsd per lower.
-func (v *vm) addLowers(p *plan, cfg *vmConfig, vmm *vmmIdentity) error {
+func (v *vm) addLowers(p *plan, cfg *vmConfig, vmm *vmmIdentity, leaf *cgroupLeaf) error {
 	var logf *os.File
 	defer func() {
 		if logf != nil {
@@ -32,6 +32,7 @@ func (v *vm) addLowers(p *plan, cfg *vmConfig, vmm *vmmIdentity) error {
 				return err
 			}
 			v.fsd = append(v.fsd, c)
+			leaf.add(c.Process.Pid)
 		}
 		cfg.Shares = append(cfg.Shares, vs)
 	}
@@ -80,12 +81,13 @@ func startLowerVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) 
 		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
 		"-o", "modcaps=-chown:-dac_override:-fsetid:-setgid:-setuid:-mknod:-setfcap")
 	cmd.ExtraFiles = []*os.File{lf}
+	cmd.Env = vmmEnv
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Pdeathsig:   syscall.SIGKILL,
 		Setpgid:     true,
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
 		UidMappings: lowerIDMap,
 		GidMappings: lowerIDMap,
 		// Creating the namespace keeps the host uid, which is unmapped there: become its root.

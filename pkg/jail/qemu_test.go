@@ -102,12 +102,13 @@ func TestPickVMM(t *testing.T) {
 		{"unprivileged keeps itself", 1000, alice, -1, nil, FS9P},
 		{"sudo drops to the invoking user", 0, alice, -1, &vmmIdentity{UID: 1000, GID: 1000}, FS9P},
 		{"sudo with kvm adds the kvm group", 0, alice, 108, &vmmIdentity{UID: 1000, GID: 1000, Groups: []uint32{108}}, FS9P},
-		{"plain root drops to nobody", 0, root, -1, &vmmIdentity{UID: NobodyUID, GID: NobodyGID}, FSVirtiofs},
+		{"plain root drops to a uid of the run's own", 0, root, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSVirtiofs},
+		{"plain root with kvm adds the device's group", 0, root, 36, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{36}, PerRun: true}, FSVirtiofs},
 	}
 	for _, c := range cases {
 		got := pickVMM(c.euid, c.inv, c.kvm)
 		if got.UserFS != c.userFS || (got.ID == nil) != (c.id == nil) ||
-			(got.ID != nil && (got.ID.UID != c.id.UID || got.ID.GID != c.id.GID || fmt.Sprint(got.ID.Groups) != fmt.Sprint(c.id.Groups))) {
+			(got.ID != nil && (got.ID.UID != c.id.UID || got.ID.GID != c.id.GID || got.ID.PerRun != c.id.PerRun || fmt.Sprint(got.ID.Groups) != fmt.Sprint(c.id.Groups))) {
 			t.Errorf("%s: pickVMM = %+v (id %+v), want id %+v fs %s", c.name, got, got.ID, c.id, c.userFS)
 		}
 	}

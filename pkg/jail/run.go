@@ -44,7 +44,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	kvmGID := -1
 	if accel == AccelKVM {
-		kvmGID = kvmGroupID()
+		kvmGID = kvmDeviceGID()
 	}
 	snapMode, err := snapshotMode(s.Snapshot)
 	if err != nil {
@@ -54,6 +54,10 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	p, err := makePlan(s, vmm.UserFS)
 	if err != nil {
 		return res, err
+	}
+	if vmm.ID != nil && !vmm.ID.PerRun && len(p.userShare) == 0 {
+		// QEMU serves none of the caller's files, so it need not be the caller.
+		vmm.ID = perRunIdentity(vmm.ID.Groups)
 	}
 	cache := s.CacheDir
 	if cache == "" {
@@ -86,6 +90,14 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	res.Accel = accel
 
+	if vmm.ID != nil && vmm.ID.PerRun {
+		c, err := claimVMMUID(runDirBase(s.RunDirBase))
+		if err != nil {
+			return res, err
+		}
+		defer c.release()
+		vmm.ID.UID, vmm.ID.GID, vmm.ID.claim = c.UID, c.UID, c
+	}
 	rd, err := newRunDir(runDirBase(s.RunDirBase), vmm.ID)
 	if err != nil {
 		return res, err
@@ -101,12 +113,15 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		defer cancel()
 	}
 
+	leaf := vmmConfinement(rd.ID, p, os.Geteuid(), log)
+	defer leaf.remove()
+
 	var tap *Tap
 	if s.Net.Mode == NetTap {
 		tap = s.Net.Tap
 	}
 	start := vmStart{
-		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm.ID, tap: tap,
+		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm.ID, tap: tap, leaf: leaf,
 		append: kernelCmdline(accel, p.machine, tscKHz(), s.Debug),
 	}
 	rlog := log.With("run", rd.ID)

@@ -33,7 +33,7 @@ func InvokingUser() User {
 	return u
 }
 
-// Nobody is the identity QEMU runs as when crackbox runs as root.
+// Nobody is the owner lowerfsd maps the daemon's namespace root to.
 const (
 	NobodyUID = 65534
 	NobodyGID = 65534
@@ -43,6 +43,10 @@ const (
 type vmmIdentity struct {
 	UID, GID uint32
 	Groups   []uint32
+	// PerRun: UID and GID are a uid of the run's own, claimed from the VMMUIDBase block
+	// (vmmuid.go) when the run starts; until then they name the block's first uid.
+	PerRun bool
+	claim  *uidClaim
 }
 
 // vmmPlan is who runs QEMU and how the caller's shares (workdir, volumes) are served.
@@ -54,10 +58,11 @@ type vmmIdentity struct {
 //     group when KVM is used) and serves every share over 9p. Files the guest writes land
 //     owned by that user whatever uid the guest claims, since 9p (security_model=none)
 //     creates them with QEMU's own uid; no root daemon serves guest requests.
-//   - plain root (the invoking user is root): QEMU drops to nobody with no supplementary
-//     groups. It shares /usr, /etc and /opt read-only over 9p, so it reads only their
+//   - plain root (the invoking user is root), or root through sudo when the run has no
+//     shares of the caller's: QEMU drops to a uid of the run's own (vmmuid.go), with
+//     only /dev/kvm's group when KVM is used. It shares /usr, /etc and /opt read-only over 9p, so it reads only their
 //     world-readable parts (never /etc/shadow, /root or /home). Its sockets live in a
-//     nobody-owned 0700 directory; kernel and initramfs reach it as inherited fds. The
+//     0700 directory owned by that uid; kernel and initramfs reach it as inherited fds. The
 //     caller's shares are served by one virtiofsd per share, running as root inside its own
 //     namespace sandbox (pivot_root into the share), which creates files with the guest
 //     caller's uid/gid. Read-only shares get a read-only bind mount in a private mount
@@ -82,17 +87,10 @@ func pickVMM(euid int, inv User, kvmGID int) vmmPlan {
 	if inv.UID != 0 {
 		return vmmPlan{ID: &vmmIdentity{UID: uint32(inv.UID), GID: uint32(inv.GID), Groups: groups}, UserFS: FS9P}
 	}
-	return vmmPlan{ID: &vmmIdentity{UID: NobodyUID, GID: NobodyGID, Groups: groups}, UserFS: FSVirtiofs}
+	return vmmPlan{ID: perRunIdentity(groups), UserFS: FSVirtiofs}
 }
 
-func kvmGroupID() int {
-	g, err := user.LookupGroup("kvm")
-	if err != nil {
-		return -1
-	}
-	n, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1
-	}
-	return n
+// perRunIdentity is the placeholder for a uid claimed when the run starts.
+func perRunIdentity(groups []uint32) *vmmIdentity {
+	return &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: groups, PerRun: true}
 }

@@ -43,9 +43,11 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 		cmd = exec.Command(fsd[0], fsd[1:]...)
 	}
 	cmd.ExtraFiles = []*os.File{lf}
+	cmd.Env = vmmEnv
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	// virtiofsd's own sandbox adds mount, pid and network namespaces; ipc and uts here.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start virtiofsd for %s: %w", s.Host, err)
 	}

@@ -31,6 +31,7 @@ type vmStart struct {
 	accel                string
 	append               string
 	vmm                  *vmmIdentity
+	leaf                 *cgroupLeaf // the run's cgroup; nil: none
 	tap                  *Tap
 	// layout, when set, is the snapshot device layout (snapshot.go): these shares replace
 	// the plan's lowers and user shares, and no helper daemons start.
@@ -52,7 +53,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 			f.Close()
 		}
 	}()
-	// QEMU may run as nobody, which cannot reach a kernel under /root: hand it open files.
+	// QEMU runs as a uid that cannot reach a kernel under /root: hand it open files.
 	for _, path := range []string{st.kernel, st.initrd} {
 		f, err := os.Open(path)
 		if err != nil {
@@ -95,7 +96,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 
 	if st.layout != nil {
 		cfg.Shares, cfg.FixedNIC = st.layout, true
-	} else if err := v.addLowers(p, &cfg, st.vmm); err != nil {
+	} else if err := v.addLowers(p, &cfg, st.vmm, st.leaf); err != nil {
 		return nil, err
 	}
 	var fsdLog *os.File
@@ -121,6 +122,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 				return nil, err
 			}
 			v.fsd = append(v.fsd, c)
+			st.leaf.add(c.Process.Pid)
 		}
 		cfg.Shares = append(cfg.Shares, vs)
 	}
@@ -137,16 +139,14 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 
 	args := modularArgs(p, cfg.args())
 	log.Debug("qemu start", "args", args)
-	v.cmd = exec.Command(st.qemu, args...)
+	// Own process group (a terminal's Ctrl-C reaches crackbox, which forwards it to the
+	// command, never QEMU) and a parent-death signal (QEMU dies with crackbox).
+	if v.cmd, err = qemuCommand(st, cfg, rd, args); err != nil {
+		return nil, err
+	}
 	v.cmd.Stdout = v.console
 	v.cmd.Stderr = qlog
 	v.cmd.ExtraFiles = files
-	// Own process group: a terminal's Ctrl-C reaches crackbox, which forwards it to the
-	// command, never QEMU. Pdeathsig: QEMU dies with crackbox.
-	v.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if st.vmm != nil {
-		v.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: st.vmm.UID, Gid: st.vmm.GID, Groups: st.vmm.Groups}
-	}
 	v.started = time.Now()
 	if err := v.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %w", err)

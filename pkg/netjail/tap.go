@@ -40,6 +40,9 @@ func createTap(name string, host netip.Prefix, uid, gid int, tag string) (err er
 		return fmt.Errorf("netjail: tag tap %s: %w", name, err)
 	}
 	disableIPv6(name)
+	if err := quietARP(name); err != nil {
+		return err
+	}
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: host.Addr().AsSlice(), Mask: net.CIDRMask(host.Bits(), 32)}}
 	if err := netlink.AddrAdd(link, addr); err != nil {
 		return fmt.Errorf("netjail: address %s on tap %s: %w", host, name, err)
@@ -64,6 +67,25 @@ func idOrNone(id int) uint32 {
 // without IPv6 support is not an error.
 func disableIPv6(name string) {
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/disable_ipv6", []byte("1"), 0o644)
+}
+
+// tapARP are the per-tap ARP settings: answer only for the tap's own address and only
+// to a sender on the tap's subnet (arp_ignore=2), pick which answers by route as well
+// (arp_filter), announce only the tap's address (arp_announce=2) and never answer for
+// other hosts (proxy_arp). Linux otherwise answers on every interface for all of the
+// host's addresses, so a guest could map the LAN address and other runs' gateways.
+var tapARP = [][2]string{{"arp_ignore", "2"}, {"arp_filter", "1"}, {"arp_announce", "2"}, {"proxy_arp", "0"}}
+
+// quietARP applies tapARP to the tap before it comes up; a failure is an error, since
+// the guest would otherwise learn the host's addresses.
+func quietARP(name string) error {
+	for _, kv := range tapARP {
+		p := "/proc/sys/net/ipv4/conf/" + name + "/" + kv[0]
+		if err := os.WriteFile(p, []byte(kv[1]), 0o644); err != nil {
+			return fmt.Errorf("netjail: %s on tap %s: %w", kv[0], name, err)
+		}
+	}
+	return nil
 }
 
 // deleteLink removes the named link; a missing link is not an error.

@@ -1,0 +1,154 @@
+package jail_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+)
+
+// qemuSeen is what the host can read about a running guest's QEMU.
+type qemuSeen struct {
+	pid     int
+	uid     int
+	environ string
+	status  string
+	pidNS   string
+	ipcNS   string
+	utsNS   string
+	cgroup  string
+}
+
+// TestQEMUOwnUIDNoEnvJailed holds a vmm uid as a concurrent run does, then runs a guest
+// blocked until the host has looked at its QEMU: QEMU runs as another uid of the vmm
+// block, carries none of crackbox's environment (a canary), has no_new_privs, its own
+// pid namespace and the run's cgroup leaf; afterwards its uid claim is gone.
+func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
+	jailtest.Require(t)
+	canary := "canary-" + strconv.Itoa(os.Getpid())
+	t.Setenv("CRACKBOX_TEST_CANARY", canary)
+	held, release, err := jail.ClaimVMMUID(jail.DefaultRunDirBase())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+
+	r, w := io.Pipe()
+	defer w.Close()
+	s := jailtest.Spec(t, "sh", "-c", "read x; echo ok")
+	// As plain root a work directory is served by a virtiofsd helper, checked below too.
+	s.Workdir = t.TempDir()
+	s.Stdin = r
+	s.Env = []string{"GUEST_SECRET=" + canary}
+	var out bytes.Buffer
+	s.Stdout = &out
+	started := make(chan struct{}, 1)
+	s.Started = func(int) { started <- struct{}{} }
+	done := make(chan error, 1)
+	go func() {
+		res, err := jailtest.Run(t, s)
+		if err == nil && (res.Exit != 0 || !strings.Contains(out.String(), "ok")) {
+			err = fmt.Errorf("exit %d, output %q", res.Exit, out.String())
+		}
+		done <- err
+	}()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("guest ended before it started: %v", err)
+	}
+	seen := qemuChildren(t, "qemu-system")
+	helpers := qemuChildren(t, "virtiofsd")
+	w.Close()
+	if err := <-done; err != nil {
+		t.Errorf("guest: %v", err)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("found %d QEMU children, want 1: %+v", len(seen), seen)
+	}
+	q := seen[0]
+	selfNS, _ := os.Readlink("/proc/self/ns/pid")
+	if q.uid < jail.VMMUIDBase || q.uid >= jail.VMMUIDBase+jail.VMMUIDCount {
+		t.Errorf("QEMU %d runs as uid %d, outside the vmm block", q.pid, q.uid)
+	}
+	if q.uid == int(held) {
+		t.Errorf("QEMU runs as uid %d, which another run holds", held)
+	}
+	if strings.Contains(q.environ, canary) || strings.Contains(q.environ, "CRACKBOX_TEST_CANARY") {
+		t.Errorf("QEMU %d's environ holds crackbox's environment: %q", q.pid, q.environ)
+	}
+	if !strings.Contains(q.status, "NoNewPrivs:\t1") {
+		t.Errorf("QEMU %d lacks no_new_privs", q.pid)
+	}
+	if q.pidNS == selfNS {
+		t.Errorf("QEMU %d shares crackbox's pid namespace %s", q.pid, selfNS)
+	}
+	if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(q.cgroup, "crackbox.vmm/") {
+		t.Errorf("QEMU %d is not in a run's cgroup leaf:\n%s", q.pid, q.cgroup)
+	}
+	selfIPC, _ := os.Readlink("/proc/self/ns/ipc")
+	selfUTS, _ := os.Readlink("/proc/self/ns/uts")
+	if os.Getenv("SUDO_UID") == "" && len(helpers) == 0 {
+		t.Error("as plain root the work directory should be served by a virtiofsd helper")
+	}
+	for _, h := range helpers {
+		if strings.Contains(h.environ, canary) {
+			t.Errorf("virtiofsd %d's environ holds crackbox's environment: %q", h.pid, h.environ)
+		}
+		if h.ipcNS == selfIPC || h.utsNS == selfUTS {
+			t.Errorf("virtiofsd %d shares crackbox's ipc or uts namespace", h.pid)
+		}
+		if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(h.cgroup, "crackbox.vmm/") {
+			t.Errorf("virtiofsd %d is not in the run's cgroup leaf:\n%s", h.pid, h.cgroup)
+		}
+	}
+	claim := filepath.Join(jail.DefaultRunDirBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
+	if _, err := os.Stat(claim); err == nil {
+		t.Errorf("uid claim %s outlived its run", claim)
+	}
+}
+
+// qemuChildren finds this process's children whose command starts with comm (the
+// launcher execs QEMU in place).
+func qemuChildren(t *testing.T, comm string) []qemuSeen {
+	t.Helper()
+	var out []qemuSeen
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := "/proc/" + e.Name() + "/"
+		st, err := os.ReadFile(dir + "status")
+		if err != nil || !strings.Contains(string(st), "\nPPid:\t"+strconv.Itoa(os.Getpid())+"\n") {
+			continue
+		}
+		c, _ := os.ReadFile(dir + "comm")
+		if !strings.HasPrefix(string(c), comm) {
+			continue
+		}
+		q := qemuSeen{pid: pid, status: string(st)}
+		for _, l := range strings.Split(q.status, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+				q.uid, _ = strconv.Atoi(f[1])
+			}
+		}
+		env, _ := os.ReadFile(dir + "environ")
+		q.environ = string(env)
+		q.pidNS, _ = os.Readlink(dir + "ns/pid")
+		q.ipcNS, _ = os.Readlink(dir + "ns/ipc")
+		q.utsNS, _ = os.Readlink(dir + "ns/uts")
+		cg, _ := os.ReadFile(dir + "cgroup")
+		q.cgroup = string(cg)
+		out = append(out, q)
+	}
+	return out
+}

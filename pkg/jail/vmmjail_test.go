@@ -1,0 +1,271 @@
+package jail
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The helper below is this test binary started through the VMM launcher exactly as QEMU
+// is (vmmJail.command), with its own arguments instead of QEMU's.
+const jailHelperArg = "vmmjail-helper"
+
+func init() {
+	if len(os.Args) >= 3 && os.Args[1] == jailHelperArg {
+		jailHelper(os.Args[2], os.Args[3:])
+		os.Exit(0)
+	}
+}
+
+// jailView is what the helper saw from inside the jail.
+type jailView struct {
+	DialErr  string   `json:"dial_err"`
+	Pids     []string `json:"pids"`
+	SecretOK bool     `json:"secret_ok"`
+	RootList []string `json:"root_list"`
+	EtcList  []string `json:"etc_list"`
+	UID      int      `json:"uid"`
+	Hostname string   `json:"hostname"`
+}
+
+func jailHelper(action string, args []string) {
+	switch action {
+	case "probe":
+		var v jailView
+		c, err := net.DialTimeout("tcp", args[0], 2*time.Second)
+		if err == nil {
+			c.Close()
+		} else {
+			v.DialErr = err.Error()
+		}
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				v.Pids = append(v.Pids, e.Name())
+			}
+		}
+		_, err = os.Stat(args[1])
+		v.SecretOK = err == nil
+		root, _ := os.ReadDir("/")
+		for _, e := range root {
+			v.RootList = append(v.RootList, e.Name())
+		}
+		etc, _ := os.ReadDir("/etc")
+		for _, e := range etc {
+			v.EtcList = append(v.EtcList, e.Name())
+		}
+		v.UID = os.Getuid()
+		v.Hostname, _ = os.Hostname()
+		json.NewEncoder(os.Stdout).Encode(v)
+	case "oom":
+		// Touch far more than the leaf allows; the leaf's OOM killer must end this.
+		var keep [][]byte
+		for range 64 {
+			b := make([]byte, 16<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("allocated", len(keep)*16, "MiB")
+	case "wait":
+		time.Sleep(time.Minute)
+	case "claim":
+		c, err := claimVMMUID(args[0])
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println(c.UID)
+		time.Sleep(time.Minute)
+	}
+}
+
+// startHelper starts the helper through the launcher as QEMU would be started for a run
+// whose QEMU is id, in leaf.
+func startHelper(t *testing.T, id *vmmIdentity, leaf *cgroupLeaf, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := newVMMJail(filepath.Join(t.TempDir(), "root"), id, leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.bind(exe, false)
+	cmd, err := j.command(exe, append([]string{jailHelperArg}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, &out, &errb
+}
+
+func requireRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the launcher drops to a vmm uid and makes cgroup leaves")
+	}
+}
+
+// claimForTest claims a vmm uid under a temp run-dir base for the test's life.
+func claimForTest(t *testing.T) *vmmIdentity {
+	c, err := claimVMMUID(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.release)
+	return &vmmIdentity{UID: c.UID, GID: c.UID, PerRun: true}
+}
+
+func TestVMMJailConfines(t *testing.T) {
+	requireRoot(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	secret := filepath.Join(t.TempDir(), "host-secret")
+	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := claimForTest(t)
+	cmd, out, errb := startHelper(t, id, nil, "probe", ln.Addr().String(), secret)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v: %s", err, errb)
+	}
+	var v jailView
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatalf("helper output %q: %v (stderr %s)", out, err, errb)
+	}
+	if v.DialErr == "" {
+		t.Errorf("the jailed helper connected to the host's loopback service %s", ln.Addr())
+	}
+	if len(v.Pids) != 1 || v.Pids[0] != "1" {
+		t.Errorf("the jailed helper sees pids %v, want only itself as 1", v.Pids)
+	}
+	if v.SecretOK {
+		t.Errorf("the jailed helper sees %s outside its view", secret)
+	}
+	exe, _ := os.Executable()
+	allowed := map[string]bool{"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
+		"usr": true, "dev": true, "proc": true, "etc": true, strings.Split(exe, "/")[1]: true}
+	for _, n := range v.RootList {
+		if !allowed[n] {
+			t.Errorf("the jailed helper's root holds /%s (all: %v)", n, v.RootList)
+		}
+	}
+	if len(v.EtcList) != 1 || v.EtcList[0] != "ld.so.cache" {
+		t.Errorf("the jailed helper's /etc holds %v, want only ld.so.cache", v.EtcList)
+	}
+	if v.UID != int(id.UID) {
+		t.Errorf("helper ran as uid %d, want the claimed %d", v.UID, id.UID)
+	}
+}
+
+// TestVMMJailEnvAndIdentity: seen from the host, the jailed process runs as the run's own
+// uid, with no_new_privs and none of crackbox's environment.
+func TestVMMJailEnvAndIdentity(t *testing.T) {
+	requireRoot(t)
+	t.Setenv("CRACKBOX_TEST_CANARY", "canary-"+strconv.Itoa(os.Getpid()))
+	id := claimForTest(t)
+	cmd, _, errb := startHelper(t, id, nil, "wait")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	env := readEnviron(t, pid)
+	if strings.Contains(env, "CANARY") || strings.Contains(env, "HOME=") {
+		t.Errorf("/proc/%d/environ holds crackbox's environment: %q", pid, env)
+	}
+	st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if !strings.Contains(string(st), "NoNewPrivs:\t1") {
+		t.Errorf("no_new_privs not set:\n%s", st)
+	}
+	if uid, _ := procUID(pid); uid != id.UID {
+		t.Errorf("uid %d, want %d (stderr %s)", uid, id.UID, errb)
+	}
+}
+
+// readEnviron waits until pid has exec'd past the launcher and returns its environ.
+func readEnviron(t *testing.T, pid int) string {
+	t.Helper()
+	for range 500 {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(jailHelperArg)) && !bytes.HasPrefix(b, []byte(vmmLauncherName)) {
+			env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			return string(env)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never exec'd the helper", pid)
+	return ""
+}
+
+func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
+	requireRoot(t)
+	if _, err := CgroupSupport(); err != nil {
+		t.Skip(err)
+	}
+	leaf, err := newCgroupLeaf("test-"+strconv.Itoa(os.Getpid()), cgroupLimits{MemoryBytes: 64 << 20, PidsMax: 64, CPUWeight: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.remove()
+	cmd, out, errb := startHelper(t, claimForTest(t), leaf, "oom")
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("helper ended with %v, want SIGKILL from its cgroup's OOM killer (out %q, stderr %q)", err, out, errb)
+	}
+	if n := leaf.oomKills(); n < 1 {
+		t.Fatalf("leaf counts %d OOM kills, want the helper's", n)
+	}
+}
+
+// TestVMMConfinementDegradesVisibly: unprivileged, a run says in one warning line that
+// QEMU has no jail and no cgroup, and gets no leaf.
+func TestVMMConfinementDegradesVisibly(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	leaf := vmmConfinement("x", &plan{memMiB: 256, cpus: 1}, 1000, log)
+	if leaf != nil {
+		t.Fatal("an unprivileged run got a cgroup leaf")
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "cgroup") || !strings.Contains(lines[0], "namespaces") {
+		t.Fatalf("want one warning naming the missing jail and cgroup, got:\n%s", buf.String())
+	}
+}
+
+func TestVMMLimitsFollowTheRun(t *testing.T) {
+	l := vmmLimits(1024, 4)
+	if l.MemoryBytes != 1024<<20+vmmMemOverhead || l.CPUWeight != 400 || l.PidsMax != vmmPidsMax {
+		t.Fatalf("limits %+v for --memory 1G --cpus 4", l)
+	}
+	if vmmLimits(512, 200).CPUWeight != 10000 {
+		t.Fatal("cpu.weight must stay within 10000")
+	}
+}
