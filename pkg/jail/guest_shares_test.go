@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
@@ -84,9 +85,10 @@ if mknod /data/null c 1 3 2>/dev/null; then echo mknod-allowed; else echo mknod-
 
 func TestRootFS(t *testing.T) {
 	jailtest.Require(t)
+	testreq.File(t, "/bin/busybox", "apt-get install busybox-static (make deps installs it)")
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
-		t.Skip("needs a static /bin/busybox (apt-get install busybox-static)")
+		t.Fatal(err)
 	}
 	rfs := t.TempDir()
 	os.Chmod(filepath.Dir(rfs), 0o755)

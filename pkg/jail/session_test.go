@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/control"
 	"github.com/crackbox/crackbox/pkg/guest"
 )
@@ -306,7 +307,7 @@ func echoHook(kind string, got chan<- string) func(net.Conn) {
 }
 
 func helperSpec(mode, addr string) control.RunSpec {
-	rs := spec(os.Args[0], "-test.run=^TestSessionHelperProcess$")
+	rs := spec(os.Args[0], "-test.run=^$")
 	rs.Env = append(rs.Env, "CRACKBOX_SESSION_HELPER="+mode, "CRACKBOX_SESSION_ADDR="+addr)
 	return rs
 }
@@ -365,13 +366,10 @@ func TestSessionRefusesUnwantedGuestStreams(t *testing.T) {
 	}
 }
 
-// TestSessionHelperProcess is the command the proxy and MCP tests run in the "guest": it
-// connects to the in-guest listener, sends a line and prints the reply.
-func TestSessionHelperProcess(t *testing.T) {
-	mode := os.Getenv("CRACKBOX_SESSION_HELPER")
-	if mode == "" {
-		t.Skip("helper process for the session tests")
-	}
+// sessionHelper is the command the proxy and MCP tests run in the "guest" (TestMain runs
+// it when CRACKBOX_SESSION_HELPER is set): it connects to the in-guest listener, sends a
+// line and prints the reply.
+func sessionHelper(mode string) {
 	c, err := net.Dial(mode, os.Getenv("CRACKBOX_SESSION_ADDR"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -384,6 +382,13 @@ func TestSessionHelperProcess(t *testing.T) {
 	}
 	os.Stdout.Write(reply)
 	os.Exit(0)
+}
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("CRACKBOX_SESSION_HELPER"); mode != "" {
+		sessionHelper(mode)
+	}
+	os.Exit(m.Run())
 }
 
 func TestSessionBackgroundProcessDoesNotHoldOutput(t *testing.T) {
@@ -451,8 +456,8 @@ func TestSessionExitWithOpenOutputEndsAtDeadline(t *testing.T) {
 // Unprivileged, pkg/guest refuses another uid up front rather than letting the failed
 // setuid look like a non-executable command.
 func TestSessionOtherUIDWithoutRoot(t *testing.T) {
-	if os.Getuid() == 0 {
-		t.Skip("runs only unprivileged; as root the uid switch succeeds")
+	if testreq.AsNobody(t) {
+		return
 	}
 	rs := spec("true")
 	rs.UID, rs.GID = os.Getuid()+1, os.Getgid()+1
@@ -463,9 +468,7 @@ func TestSessionOtherUIDWithoutRoot(t *testing.T) {
 }
 
 func TestSessionRunsAsRequestedUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch users")
-	}
+	testreq.Root(t, "switches the command to another uid")
 	rs := spec("sh", "-c", "id -u; id -g; id -G")
 	rs.UID, rs.GID, rs.Groups = 65534, 65534, []int{65534, 4242}
 	var out bytes.Buffer

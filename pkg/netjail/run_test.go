@@ -194,7 +194,7 @@ func TestJailedGuestThroughServices(t *testing.T) {
 	upAddr := netip.AddrFrom4([4]byte{127, byte(rand.IntN(200) + 20), byte(rand.IntN(250) + 1), byte(rand.IntN(250) + 1)})
 	ln, err := net.Listen("tcp", upAddr.String()+":80")
 	if err != nil {
-		t.Skipf("upstream on %s:80: %v", upAddr, err)
+		t.Fatalf("upstream on %s:80: %v", upAddr, err)
 	}
 	t.Cleanup(func() { ln.Close() })
 	upstreamHTTP(t, ln)
