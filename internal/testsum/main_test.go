@@ -122,7 +122,7 @@ func TestTapPackageWithoutTun(t *testing.T) {
 	cmd := exec.Command("sh", append([]string{"-c", `mount -t tmpfs tmpfs /dev/net && exec go "$@"`, "sh"}, args...)...)
 	cmd.Dir = repoRoot(t)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // Go makes / private
-	var out, errb bytes.Buffer // two buffers: the stderr copy may not race the summary's writes
+	var out, errb bytes.Buffer                                                // two buffers: the stderr copy may not race the summary's writes
 	code := run(cmd, &out, &errb)
 	t.Logf("exit %d\n%s%s", code, out.String(), errb.String())
 	if code == 0 || lastLine(out.String()) != "0 passed, 1 failed, 0 skipped" || !strings.Contains(out.String(), "missing tap networking") ||

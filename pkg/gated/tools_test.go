@@ -48,8 +48,12 @@ var toolRows = map[string]toolRow{
 		},
 		func(t *testing.T, e *toolEnv, _ string) { wantInbox(t, e, "corp/eng", "build it") }},
 	"escalate_group": {"corp/eng", "corp",
-		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"prompt": "need budget", "chat_jid": "tg:1"} },
-		func(t *testing.T, e *toolEnv, _ string) { wantInbox(t, e, "corp", "[escalated from corp/eng] need budget") }},
+		func(*testing.T, *toolEnv) map[string]any {
+			return map[string]any{"prompt": "need budget", "chat_jid": "tg:1"}
+		},
+		func(t *testing.T, e *toolEnv, _ string) {
+			wantInbox(t, e, "corp", "[escalated from corp/eng] need budget")
+		}},
 	"observe_group": {"corp", "corp/eng",
 		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"source": "corp/eng"} },
 		func(t *testing.T, e *toolEnv, _ string) { wantObserved(t, e, "corp/eng") }},
@@ -62,7 +66,9 @@ var toolRows = map[string]toolRow{
 		},
 		func(t *testing.T, e *toolEnv, _ string) { wantObserved(t, e) }},
 	"register_group": {"corp", "corp/sales",
-		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"folder": "corp/sales", "chat_jid": "tg:5"} },
+		func(*testing.T, *toolEnv) map[string]any {
+			return map[string]any{"folder": "corp/sales", "chat_jid": "tg:5"}
+		},
 		func(t *testing.T, e *toolEnv, _ string) {
 			if _, err := e.st.GetFolder(context.Background(), "corp/sales"); err != nil {
 				t.Fatalf("corp/sales not created: %v", err)
