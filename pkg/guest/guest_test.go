@@ -126,18 +126,14 @@ func reaperHelper() {
 		os.Exit(1)
 	}
 	ws := <-p.done
-	time.Sleep(600 * time.Millisecond) // let the sleeping orphan exit and be reaped
-	zombies := 0
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(os.Getpid()) {
-			zombies++
+	// Wait until the sleeping orphan has exited: then any child left is a zombie the
+	// reaper failed to collect. The deadline is only a guard against a live child.
+	var zombies int
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var live int
+		live, zombies = ourChildren()
+		if live == 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	var probe syscall.WaitStatus
@@ -146,6 +142,27 @@ func reaperHelper() {
 	}
 	println("status=" + strconv.Itoa(exitOf(ws).Code) + " zombies=" + strconv.Itoa(zombies))
 	os.Exit(0)
+}
+
+// ourChildren counts this process's children that are running and that are zombies.
+func ourChildren() (live, zombies int) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			if f[0] == "Z" {
+				zombies++
+			} else {
+				live++
+			}
+		}
+	}
+	return live, zombies
 }
 
 func TestLookPathSkipsUnsearchableDirs(t *testing.T) {
