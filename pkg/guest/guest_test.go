@@ -126,13 +126,14 @@ func reaperHelper() {
 		os.Exit(1)
 	}
 	ws := <-p.done
-	// Wait until the sleeping orphan has exited: then any child left is a zombie the
-	// reaper failed to collect. The deadline is only a guard against a live child.
+	// Wait until every orphan has exited and been reaped; a zombie still here at the
+	// deadline is one the reaper failed to collect (it reaps within milliseconds, so the
+	// deadline only bounds the failing case).
 	var zombies int
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		var live int
 		live, zombies = ourChildren()
-		if live == 0 || time.Now().After(deadline) {
+		if live+zombies == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
