@@ -38,7 +38,11 @@ var toolRows = map[string]toolRow{
 		func(t *testing.T, e *toolEnv, _ string) {
 			wantOutbound(t, e, "tg:1", "hello back")
 		}},
-	"send": {"corp", "corp", func(*testing.T, *toolEnv) map[string]any { return map[string]any{"chat_jid": "tg:2", "text": "hi two"} },
+	"send": {"corp", "corp",
+		func(t *testing.T, e *toolEnv) map[string]any {
+			addRoute(t, e, "chat_jid=tg:2", "corp") // send reaches chats routed to the folder
+			return map[string]any{"chat_jid": "tg:2", "text": "hi two"}
+		},
 		func(t *testing.T, e *toolEnv, _ string) {
 			wantOutbound(t, e, "tg:2", "hi two")
 		}},
