@@ -105,7 +105,7 @@ func TestChatThroughPipeline(t *testing.T) {
 		t.Fatalf("turns %+v %v", ts, err)
 	}
 	var d service.TurnDetail
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		if err := daemonCall(ctx, srv.URL, token, http.MethodGet, "/v1/turns/1", nil, &d); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
@@ -33,17 +34,12 @@ func (r slotRunner) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	return r.inner.Run(ctx, j)
 }
 
-// browser starts headless Chromium through chromedriver. Under `make test`
-// (CRACKBOX_GUEST_INIT set) a missing browser fails the test; elsewhere it
-// skips with the reason.
+// browser starts headless Chromium through chromedriver; a missing browser stops the
+// test through testreq (a failure under make test).
 func browser(t *testing.T) *webdriver.Session {
 	t.Helper()
-	if _, _, err := webdriver.Find(); err != nil {
-		if os.Getenv("CRACKBOX_GUEST_INIT") != "" {
-			t.Fatalf("%v: `make test` runs scripts/deps.sh, which installs them", err)
-		}
-		t.Skipf("%v; `make test` installs them and never skips this test", err)
-	}
+	_, _, err := webdriver.Find()
+	testreq.Check(t, err, "chromium and chromedriver", "make deps (scripts/deps.sh) installs them")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := webdriver.Start(ctx)

@@ -25,6 +25,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 // upstreams are the test's own origin servers: plain HTTP on ip:80 and TLS on ip:443
@@ -143,9 +145,7 @@ func testCA(t testing.TB, names []string) ([]byte, tls.Certificate) {
 func gitBackend(t testing.TB) http.Handler {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
-	if _, err := os.Stat(backend); err != nil {
-		t.Skipf("git http-backend missing: %v", err)
-	}
+	testreq.File(t, backend, "apt-get install git (make deps installs it)")
 	dir := t.TempDir()
 	work := filepath.Join(dir, "work")
 	run := func(d string, args ...string) {

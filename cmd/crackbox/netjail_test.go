@@ -19,19 +19,19 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 	"github.com/crackbox/crackbox/pkg/netjail"
 )
 
-// requireTap skips unless guests boot here and this process may build tap networks.
+// requireTap stops the test through testreq unless this process may build tap networks.
 func requireTap(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("boots guests; skipped in -short")
 	}
-	if err := netjail.Available(); err != nil {
-		t.Skipf("tap networking unavailable: %v", err)
-	}
+	testreq.Check(t, netjail.Available(), "tap networking",
+		"run as root on a host with /dev/net/tun (modprobe tun)")
 }
 
 // netRun prepares `crackbox run` with its own record dir.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/control"
 )
 
@@ -95,9 +96,7 @@ func TestMasksAndHome(t *testing.T) {
 		println("helper ok")
 		os.Exit(0)
 	}
-	if os.Getuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
-	}
+	testreq.Root(t, "mounts the masks in a private mount namespace")
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestMasksAndHome$")
 	cmd.Env = append(os.Environ(), "CRACKBOX_INIT_HELPER=1", "CRACKBOX_INIT_DIR="+dir)

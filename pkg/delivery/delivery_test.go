@@ -85,7 +85,7 @@ func TestDeliveryRetriesThenSends(t *testing.T) {
 		t.Fatal("message never arrived")
 	}
 	var got store.Outbound
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if got, err = st.GetOutbound(ctx, o.ID); err != nil || got.Status != "pending" {
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
@@ -17,14 +18,12 @@ import (
 func TestDebianKernel(t *testing.T) {
 	kernel := os.Getenv("CRACKBOX_DEBIAN_KERNEL")
 	if kernel == "" {
-		t.Skip("CRACKBOX_DEBIAN_KERNEL unset: set it to the last line of guestfs/kernel/debian.sh (make debian-kernel)")
+		testreq.Missing(t, "CRACKBOX_DEBIAN_KERNEL", "set it to the last line of guestfs/kernel/debian.sh (make debian-kernel)")
 	}
 	if st, err := os.Stat("/etc/shadow"); err != nil || st.Size() == 0 {
-		t.Skip("needs a non-empty /etc/shadow on the host to prove it stays hidden")
+		testreq.Missing(t, "a non-empty /etc/shadow", "the host needs one to prove it stays hidden (apt-get install passwd)")
 	}
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("needs /bin/busybox (apt-get install busybox-static): the guest's setuid umount runs as uid 1 there")
-	}
+	testreq.File(t, "/bin/busybox", "apt-get install busybox-static (make deps installs it): the guest's setuid umount runs as uid 1 there")
 	wd := t.TempDir()
 	s := jailtest.Spec(t, "sh", "-c", `uname -r
 test -x /usr/bin/env && echo hostview

@@ -1,14 +1,13 @@
 package jail_test
 
 import (
-	"bufio"
 	"bytes"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
@@ -84,9 +83,10 @@ if mknod /data/null c 1 3 2>/dev/null; then echo mknod-allowed; else echo mknod-
 
 func TestRootFS(t *testing.T) {
 	jailtest.Require(t)
+	testreq.File(t, "/bin/busybox", "apt-get install busybox-static (make deps installs it)")
 	bb, err := os.ReadFile("/bin/busybox")
 	if err != nil {
-		t.Skip("needs a static /bin/busybox (apt-get install busybox-static)")
+		t.Fatal(err)
 	}
 	rfs := t.TempDir()
 	os.Chmod(filepath.Dir(rfs), 0o755)
@@ -107,72 +107,6 @@ func TestRootFS(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(rfs, "marker")); string(b) != "from-rootfs\n" {
 		t.Errorf("guest write reached the rootfs on the host: %q", b)
-	}
-}
-
-// TestHostSecretsInvisible runs one guest as root that reports every secret it can see.
-func TestHostSecretsInvisible(t *testing.T) {
-	t.Setenv("CRACKBOX_TEST_CANARY", "canary-value-7f3a")
-	masked := []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/machine-id", "/etc/ssl/private"}
-	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*_key")
-	masked = append(masked, keys...)
-	var script strings.Builder
-	for _, p := range masked {
-		// stat reports the host file's size even where QEMU (nobody) could not read it,
-		// so only a real mask shows size 0 (a file) or a tmpfs (a directory).
-		script.WriteString(`if [ -d ` + p + ` ]; then echo "` + p + ` fs=$(stat -f -c %T ` + p + `) entries=$(ls -A ` + p + ` | wc -l)"; else echo "` + p + ` size=$(stat -c %s ` + p + `) bytes=$(cat ` + p + ` 2>/dev/null | wc -c)"; fi` + "\n")
-	}
-	script.WriteString(`echo "root-entries=$(ls -A /root 2>/dev/null | wc -l)"
-echo "home-entries=$(ls -A /home 2>/dev/null | wc -l)"
-env
-`)
-	s := jailtest.Spec(t, "sh", "-c", script.String())
-	s.Root = true
-	s.Env = []string{"PASSED_ON_PURPOSE=yes"}
-	var out bytes.Buffer
-	s.Stdout = &out
-	res, err := jailtest.Run(t, s)
-	if err != nil || res.Exit != 0 {
-		t.Fatalf("exit %d err %v stdout %q", res.Exit, err, out.String())
-	}
-	got := map[string]string{}
-	var env []string
-	sc := bufio.NewScanner(&out)
-	for sc.Scan() {
-		line := sc.Text()
-		if k, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(k, "/") {
-			got[k] = v
-			continue
-		}
-		if k, v, ok := strings.Cut(line, "="); ok && strings.HasSuffix(k, "-entries") {
-			got[k] = v
-			continue
-		}
-		env = append(env, line)
-	}
-	for _, p := range masked {
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		v := got[p]
-		if v != "size=0 bytes=0" && v != "fs=tmpfs entries=0" {
-			t.Errorf("%s visible in the guest: %q", p, v)
-		}
-	}
-	for _, k := range []string{"root-entries", "home-entries"} {
-		if got[k] != "0" {
-			t.Errorf("%s = %q, want 0", k, got[k])
-		}
-	}
-	joined := strings.Join(env, "\n")
-	if strings.Contains(joined, "canary-value-7f3a") || strings.Contains(joined, "CRACKBOX_TEST_CANARY") {
-		t.Errorf("host env leaked into the guest:\n%s", joined)
-	}
-	if !strings.Contains(joined, "PASSED_ON_PURPOSE=yes") {
-		t.Errorf("-e variable missing from the guest env:\n%s", joined)
-	}
-	if !strings.Contains(joined, "HOME=/root") || !strings.Contains(joined, "PATH="+jail.DefaultPath) {
-		t.Errorf("HOME or PATH wrong:\n%s", joined)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 func TestEnsureRunDirBase(t *testing.T) {
@@ -23,9 +25,7 @@ func TestEnsureRunDirBase(t *testing.T) {
 		{"a file", func(t *testing.T, b string) { os.WriteFile(b, nil, 0o600) }, 0},
 		{"a symlink to a directory", func(t *testing.T, b string) { os.Symlink(t.TempDir(), b) }, 0},
 		{"another user's", func(t *testing.T, b string) {
-			if os.Geteuid() != 0 {
-				t.Skip("chown needs root")
-			}
+			testreq.Root(t, "chowns the base to another user")
 			mkdirMode(t, b, 0o711)
 			if err := os.Chown(b, NobodyUID, NobodyGID); err != nil {
 				t.Fatal(err)

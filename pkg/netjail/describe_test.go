@@ -11,18 +11,20 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
-// requireNetAdmin skips tests that create taps, veths and nft tables.
 // testPool keeps this package's taps and veths out of DefaultPool, which crackbox runs
 // (and other packages' tests running at the same time) claim from a different claims dir.
 var testPool = netip.MustParsePrefix("10.212.0.0/16")
 
+// requireNetAdmin stops tests that create taps, veths and nft tables through testreq
+// unless this process may.
 func requireNetAdmin(t *testing.T) {
 	t.Helper()
-	if err := Available(); err != nil {
-		t.Skipf("needs root (CAP_NET_ADMIN and /dev/net/tun): %v", err)
-	}
+	testreq.Check(t, Available(), "tap networking",
+		"run as root (CAP_NET_ADMIN) on a host with /dev/net/tun (modprobe tun)")
 }
 
 // describe renders a rule as a compact nft-like string so tests can compare

@@ -213,7 +213,7 @@ func TestJailTraffic(t *testing.T) {
 				t.Errorf("proxy saw %s, want the guest %s", s.RemoteAddr(), g.guest)
 			}
 			s.Close()
-		case <-time.After(2 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("proxy listener accepted nothing")
 		}
 	})
@@ -251,7 +251,7 @@ func TestJailTraffic(t *testing.T) {
 					t.Errorf("%s: listener read %q, %v", dst, line, err)
 				}
 				s.Close()
-			case <-time.After(2 * time.Second):
+			case <-time.After(time.Minute):
 				t.Errorf("%s: transparent listener accepted nothing", dst)
 			}
 			c.Close()
@@ -276,7 +276,7 @@ func TestJailTraffic(t *testing.T) {
 			t.Fatalf("send: %v, %v", errDNS, errOther)
 		}
 		buf := make([]byte, 64)
-		dnsPC.SetReadDeadline(time.Now().Add(2 * time.Second))
+		dnsPC.SetReadDeadline(time.Now().Add(time.Minute))
 		if n, _, err := dnsPC.ReadFrom(buf); err != nil || string(buf[:n]) != "dns" {
 			t.Errorf("dns listener got %q, %v", buf[:n], err)
 		}

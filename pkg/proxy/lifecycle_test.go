@@ -57,23 +57,22 @@ func TestShutdownWaitsThenCuts(t *testing.T) {
 	tp := startProxy(t, Options{Hosts: hostsFor("echo.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{target})
 	tunnel := openTunnel(t, tp.addr, target)
 	idle := dialProxy(t, tp.addr) // connected, no request yet
-	time.Sleep(50 * time.Millisecond)
+	// The echo through the tunnel proves its relay runs, so it already counts.
 	if tp.Active() != 1 {
 		t.Fatalf("Active() = %d, want 1", tp.Active())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	err := tp.Shutdown(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown = %v, want deadline exceeded (a tunnel was open)", err)
 	}
-	if el := time.Since(start); el < 150*time.Millisecond {
-		t.Fatalf("Shutdown returned after %v without waiting for the tunnel", el)
+	if ctx.Err() == nil {
+		t.Fatal("Shutdown returned before its deadline without waiting for the tunnel")
 	}
 	// Both the idle connection and the tunnel are gone.
 	for name, c := range map[string]*rawConn{"idle": idle, "tunnel": tunnel} {
-		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		c.SetReadDeadline(time.Now().Add(time.Minute))
 		if _, err := io.ReadAll(c.br); err != nil {
 			t.Errorf("%s connection not closed: %v", name, err)
 		}
@@ -92,36 +91,64 @@ func TestShutdownCleanWhenTunnelsEnd(t *testing.T) {
 	tp := startProxy(t, Options{Hosts: hostsFor("echo.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{target})
 	tunnel := openTunnel(t, tp.addr, target)
 	go func() { time.Sleep(100 * time.Millisecond); tunnel.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// Only a hang guard: Shutdown returns when the tunnel ends, however late that is.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown = %v, want nil after the tunnel ended", err)
 	}
 }
 
+// TestTunnelIdleTimeout: traffic keeps a tunnel open past the idle timeout, and silence
+// ends it, never sooner than the timeout after the last byte. Every bound is measured
+// from an instant that bounds the proxy's own last activity from below (a write of ours
+// that it had to relay), so a stall of this machine can delay a close but never makes a
+// correct proxy look wrong.
 func TestTunnelIdleTimeout(t *testing.T) {
+	const idle = 500 * time.Millisecond
 	port := holdServer(t)
 	target := fmt.Sprintf("echo.test:%d", port)
 	tp := startProxy(t, Options{Hosts: hostsFor("echo.test"), AllowCIDRs: []netip.Prefix{loopback8},
-		IdleTimeout: 300 * time.Millisecond}, []string{target})
-	rc := openTunnel(t, tp.addr, target)
-	// Keep it busy past the idle timeout: activity must keep it alive.
-	for range 6 {
-		time.Sleep(100 * time.Millisecond)
-		io.WriteString(rc, "x")
-		b := make([]byte, 1)
-		if _, err := io.ReadFull(rc.br, b); err != nil {
-			t.Fatalf("tunnel died while active: %v", err)
+		IdleTimeout: idle}, []string{target})
+	var rc *rawConn
+	var last time.Time // before our latest write: the proxy saw activity after it
+	for attempt := 0; rc == nil; attempt++ {
+		if attempt == 10 {
+			t.Fatal("no attempt kept a tunnel busy past the idle timeout without a stall of the idle timeout")
 		}
+		rc, last = busyTunnel(t, tp.addr, target, idle)
 	}
-	start := time.Now()
-	rc.SetReadDeadline(time.Now().Add(3 * time.Second))
+	rc.SetReadDeadline(time.Now().Add(time.Minute)) // a hang guard only
 	if _, err := io.ReadAll(rc.br); err != nil {
 		t.Fatalf("idle tunnel not closed: %v", err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("idle tunnel closed after %v", el)
+	if el := time.Since(last); el < idle {
+		t.Fatalf("tunnel closed %v after its last activity, before the %v idle timeout", el, idle)
 	}
+}
+
+// busyTunnel opens a tunnel and echoes a byte through it every idle/5 until it has lived
+// twice the idle timeout. A close less than idle after our previous write is a proxy
+// bug; a later one may be a stall here, and busyTunnel returns nil to try again.
+func busyTunnel(t *testing.T, addr, target string, idle time.Duration) (*rawConn, time.Time) {
+	t.Helper()
+	rc := openTunnel(t, addr, target)
+	opened, last := time.Now(), time.Now()
+	for time.Since(opened) < 2*idle {
+		time.Sleep(idle / 5)
+		prev := last
+		last = time.Now()
+		io.WriteString(rc, "x")
+		if _, err := io.ReadFull(rc.br, make([]byte, 1)); err != nil {
+			if gap := time.Since(prev); gap < idle {
+				t.Fatalf("tunnel closed %v after activity, within the %v idle timeout: %v", gap, idle, err)
+			}
+			rc.Close()
+			t.Logf("tunnel closed after a %v stall; trying again", time.Since(prev))
+			return nil, time.Time{}
+		}
+	}
+	return rc, last
 }
 
 func TestRegistryUpdateAppliesToOpenConnection(t *testing.T) {

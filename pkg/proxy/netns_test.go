@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -27,6 +26,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -44,14 +44,9 @@ type netnsLab struct {
 }
 
 func TestTransparentInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace, veth and nftables table")
-	}
-	for _, bin := range []string{"ip", "curl"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s in PATH: %v", bin, err)
-		}
-	}
+	testreq.Root(t, "creates a network namespace, veth and nftables table")
+	testreq.Command(t, "ip", "iproute2")
+	testreq.Command(t, "curl", "curl")
 	lab := newNetnsLab(t)
 
 	// Two upstreams on the host side: "good" answers for allowed.test, "evil"
@@ -239,7 +234,7 @@ func newNetnsLab(t *testing.T) *netnsLab {
 	}()
 	r := <-ch
 	if r.err != nil {
-		t.Skipf("cannot create a network namespace here: %v", r.err)
+		testreq.Missing(t, "network namespaces", fmt.Sprintf("creating one failed (%v): run as root on a kernel with CONFIG_NET_NS", r.err))
 	}
 	t.Cleanup(func() {
 		r.ns.Close()

@@ -3,14 +3,16 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 // TestGuardRefusesOnLinkSubnet gives a fresh network namespace an interface on
@@ -18,9 +20,7 @@ import (
 // neighbour on that subnet, at the namespace's own address and at an address
 // one subnet over. Only the last passes unless allow_cidrs names the subnet.
 func TestGuardRefusesOnLinkSubnet(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
+	testreq.Root(t, "creates a network namespace")
 	own := netip.MustParseAddr("45.67.89.1")
 	hosts := map[string][]netip.Addr{
 		"neighbour.test": {netip.MustParseAddr("45.67.89.20")},
@@ -67,7 +67,7 @@ func TestGuardRefusesOnLinkSubnet(t *testing.T) {
 		})
 	}()
 	if err := <-errc; err != nil {
-		t.Skipf("cannot set up a network namespace here: %v", err)
+		testreq.Missing(t, "network namespaces", fmt.Sprintf("setting one up failed (%v): run as root on a kernel with CONFIG_NET_NS", err))
 	}
 	want := []bool{false, false, true, true, false}
 	for i, c := range cases {

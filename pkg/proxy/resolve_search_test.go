@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 const searchChildEnv = "CRACKBOX_PROXY_SEARCH_CHILD"
@@ -22,12 +24,8 @@ func TestResolveIgnoresSearchDomains(t *testing.T) {
 		searchChild(t)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to bind-mount resolv.conf and hosts in a mount namespace")
-	}
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skipf("needs unshare in PATH: %v", err)
-	}
+	testreq.Root(t, "bind-mounts resolv.conf and hosts in a mount namespace")
+	testreq.Command(t, "unshare", "util-linux")
 	dir := t.TempDir()
 	resolv := filepath.Join(dir, "resolv.conf")
 	hosts := filepath.Join(dir, "hosts")

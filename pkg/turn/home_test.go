@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -75,9 +76,8 @@ func TestNestedFoldersGetSiblingHomes(t *testing.T) {
 
 // The runner shares the home only if no component of its path is a symlink.
 func TestJailRunnerRefusesSymlinkedHome(t *testing.T) {
-	if _, err := jail.FindQEMU(); err != nil {
-		t.Skipf("qemu: %v", err)
-	}
+	_, qerr := jail.FindQEMU()
+	testreq.Check(t, qerr, "qemu-system-x86_64", "make deps installs it")
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
 	link := filepath.Join(dir, "home")

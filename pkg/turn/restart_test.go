@@ -27,12 +27,9 @@ func (r stuckRunner) Run(ctx context.Context, j Job) (Result, error) {
 	return Result{Exit: 1}, ctx.Err()
 }
 
-// TestDaemonHelper is the daemon process of TestKilledDaemonRerunsTurn.
-func TestDaemonHelper(t *testing.T) {
-	data := os.Getenv(helperEnv)
-	if data == "" {
-		t.Skip("only runs as the subprocess of TestKilledDaemonRerunsTurn")
-	}
+// daemonHelper is the daemon process of TestKilledDaemonRerunsTurn: that test runs itself
+// again with helperEnv set to the data dir, and this serves turns until killed.
+func daemonHelper(t *testing.T, data string) {
 	ctx := context.Background()
 	l, err := service.Open(ctx, service.Options{DataDir: data})
 	if err != nil {
@@ -46,6 +43,10 @@ func TestDaemonHelper(t *testing.T) {
 // A daemon killed mid-turn loses no accepted message: the next daemon runs
 // the cut-off turn again and then the message accepted meanwhile.
 func TestKilledDaemonRerunsTurn(t *testing.T) {
+	if data := os.Getenv(helperEnv); data != "" {
+		daemonHelper(t, data)
+		return
+	}
 	data, err := os.MkdirTemp("", "tk")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func TestKilledDaemonRerunsTurn(t *testing.T) {
 	e := newEnv(t, data, "a")
 	first := e.post(t, "web:a", "before the crash")
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonHelper$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledDaemonRerunsTurn$", "-test.v")
 	cmd.Env = append(os.Environ(), helperEnv+"="+data)
 	out, _ := os.Create(filepath.Join(data, "daemon.log"))
 	defer out.Close()

@@ -1,6 +1,7 @@
 // Package jailtest is the one helper tests use to boot real guests: it finds the kernel
-// and guest-init, skips with a reason when the machine cannot boot guests, and keeps at
-// most two guests running at once across every test process on the machine.
+// and guest-init, stops the test through testreq (skip, or fail under make test) naming
+// what is missing when the machine cannot boot guests, and keeps at most two guests running
+// at once across every test process on the machine.
 package jailtest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
 )
 
@@ -31,46 +33,49 @@ type Env struct {
 	GuestInit string
 }
 
+// missing is a prerequisite find did not find and how to get it.
+type missing struct{ what, fix string }
+
 var (
 	envOnce sync.Once
 	env     Env
-	envSkip string
+	envMiss *missing
 )
 
-// Require skips t unless guests can boot here: root, qemu-system-x86_64, a kernel
-// ($CRACKBOX_KERNEL or the cache) and guest-init ($CRACKBOX_GUEST_INIT, else built once
-// from ./guestfs/init in this module).
+// Require stops t through testreq unless guests can boot here: root,
+// qemu-system-x86_64, a kernel ($CRACKBOX_KERNEL or the cache) and guest-init
+// ($CRACKBOX_GUEST_INIT, else built once from ./guestfs/init in this module).
 func Require(t testing.TB) Env {
 	t.Helper()
-	envOnce.Do(func() { env, envSkip = find() })
-	if envSkip != "" {
-		t.Skip("jailtest: " + envSkip)
+	envOnce.Do(func() { env, envMiss = find() })
+	if envMiss != nil {
+		testreq.Missing(t, envMiss.what, envMiss.fix)
 	}
 	return env
 }
 
-func find() (Env, string) {
+func find() (Env, *missing) {
 	if os.Geteuid() != 0 {
-		return Env{}, "guest tests need root (QEMU drops to nobody, virtiofsd serves shares)"
+		return Env{}, &missing{"root", "guest tests run as root (QEMU drops to nobody, virtiofsd serves shares): sudo make test"}
 	}
 	if _, err := jail.FindQEMU(); err != nil {
-		return Env{}, err.Error()
+		return Env{}, &missing{"qemu-system-x86_64", err.Error()}
 	}
 	k, err := jail.FindKernel("", jail.CacheDir())
 	if err != nil {
-		return Env{}, "no kernel: set CRACKBOX_KERNEL or run `make kernel` (" + err.Error() + ")"
+		return Env{}, &missing{"guest kernel", "set CRACKBOX_KERNEL or run `make kernel` (" + err.Error() + ")"}
 	}
 	gi := os.Getenv("CRACKBOX_GUEST_INIT")
 	if gi == "" {
 		gi, err = buildGuestInit()
 		if err != nil {
-			return Env{}, "no guest-init: set CRACKBOX_GUEST_INIT or run `make guest-init` (" + err.Error() + ")"
+			return Env{}, &missing{"guest-init", "set CRACKBOX_GUEST_INIT or run `make guest-init` (" + err.Error() + ")"}
 		}
 	}
 	if _, err := os.Stat(gi); err != nil {
-		return Env{}, "guest-init " + gi + " missing: run `make guest-init`"
+		return Env{}, &missing{"guest-init " + gi, "run `make guest-init`"}
 	}
-	return Env{Kernel: k, GuestInit: gi}, ""
+	return Env{Kernel: k, GuestInit: gi}, nil
 }
 
 // buildGuestInit compiles ./guestfs/init of the enclosing module into a per-user temp dir.
