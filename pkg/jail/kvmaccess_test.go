@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"github.com/crackbox/crackbox/internal/testreq"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,9 +54,7 @@ func TestCheckKVM(t *testing.T) {
 // TestQEMUGetsTheDeviceGroup: as root, QEMU's groups hold the group /dev/kvm really has,
 // not /etc/group's kvm, and never root's group.
 func TestQEMUGetsTheDeviceGroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to chown a fake device node")
-	}
+	testreq.Root(t, "chowns a fake device node")
 	dev := filepath.Join(t.TempDir(), "kvm")
 	if err := os.WriteFile(dev, nil, 0o660); err != nil {
 		t.Fatal(err)

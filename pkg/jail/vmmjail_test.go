@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crackbox/crackbox/internal/testreq"
 	"log/slog"
 	"net"
 	"os"
@@ -118,9 +119,7 @@ func startHelper(t *testing.T, id *vmmIdentity, leaf *cgroupLeaf, args ...string
 }
 
 func requireRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the launcher drops to a vmm uid and makes cgroup leaves")
-	}
+	testreq.Root(t, "the launcher drops to a vmm uid and makes cgroup leaves")
 }
 
 // claimForTest claims a vmm uid under a temp run-dir base for the test's life.
@@ -227,7 +226,7 @@ func readEnviron(t *testing.T, pid int) string {
 func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
 	requireRoot(t)
 	if _, err := CgroupSupport(); err != nil {
-		t.Skip(err)
+		testreq.Check(t, err, "cgroup support", "mount a cgroup v2 (or v1 memory/pids) hierarchy")
 	}
 	leaf, err := newCgroupLeaf("test-"+strconv.Itoa(os.Getpid()), cgroupLimits{MemoryBytes: 64 << 20, PidsMax: 64, CPUWeight: 100})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/crackbox/crackbox/internal/testreq"
 	"net"
 	"os"
 	"slices"
@@ -21,9 +22,7 @@ import (
 // answer ARP for the guest's own gateway and for nothing else.
 func TestGuestLearnsOnlyItsGateway(t *testing.T) {
 	jailtest.Require(t)
-	if err := Available(); err != nil {
-		t.Skip(err)
-	}
+	testreq.Check(t, Available(), "a tap and nftables", "run as root with /dev/net/tun and nft (scripts/deps.sh)")
 	ctx := context.Background()
 	runs := t.TempDir()
 	mine, err := Setup(ctx, Config{RunID: "arp-a-" + strconv.Itoa(os.Getpid()), RunsDir: runs, Pool: testPool, UID: -1, GID: -1})
