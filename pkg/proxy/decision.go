@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/inject"
 )
 
 // Reasons carried in Decision.Reason and in the X-Crackbox-Error header.
@@ -18,6 +20,9 @@ const (
 	ReasonUpstreamTimeout = "upstream-timeout"
 	ReasonBadRequest      = "bad-request"
 	ReasonNoServerName    = "blocked-no-server-name"
+	// ReasonSecretExfiltration: a secret's placeholder was sent where that
+	// secret is not bound (plain HTTP, a CONNECT authority, an SNI, another host).
+	ReasonSecretExfiltration = inject.Reason
 )
 
 // ErrorHeader names the response header that carries the reason of a refusal.
@@ -40,6 +45,8 @@ type Decision struct {
 	BytesIn  int64
 	BytesOut int64
 	Duration time.Duration
+	// Secret names the secret of a secret-exfiltration refusal (never its value).
+	Secret string
 }
 
 // decisionLine is the JSON shape of one decision log line.
@@ -56,6 +63,7 @@ type decisionLine struct {
 	BytesIn    int64   `json:"bytes_in"`
 	BytesOut   int64   `json:"bytes_out"`
 	DurationMS float64 `json:"duration_ms"`
+	Secret     string  `json:"secret,omitempty"`
 }
 
 // decisionLog writes one JSON line per decision; the mutex keeps lines whole
@@ -86,6 +94,7 @@ func (l *decisionLog) write(d Decision) error {
 		BytesIn:    d.BytesIn,
 		BytesOut:   d.BytesOut,
 		DurationMS: float64(d.Duration.Microseconds()) / 1000,
+		Secret:     d.Secret,
 	})
 	if err != nil {
 		return err

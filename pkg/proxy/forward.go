@@ -238,12 +238,21 @@ func (s *httpSession) handle(req *http.Request) bool {
 	if !known {
 		return s.refuse(cfg, d, ReasonUnknownClient, "")
 	}
+	// A placeholder never travels in clear text nor in a CONNECT target.
+	if name := client.Secrets.FindRequest(req); name != "" {
+		d.Secret = name
+		return s.refuse(cfg, d, ReasonSecretExfiltration,
+			fmt.Sprintf("the placeholder of secret %s may only be sent over HTTPS to the hosts it is bound to", name))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
 	defer cancel()
 	v := s.p.authorize(ctx, cfg, client, host, port)
 	d.Host = v.host
 	if v.reason != "" {
 		return s.refuse(cfg, d, v.reason, v.detail)
+	}
+	if req.Method == http.MethodConnect && client.Secrets.Bound(v.host) {
+		return s.interceptConnect(cfg, d, client, v)
 	}
 	up, ip, err := s.p.dial(ctx, cfg, v.addrs, port)
 	if err != nil {
@@ -254,6 +263,18 @@ func (s *httpSession) handle(req *http.Request) bool {
 		return s.tunnel(cfg, d, up)
 	}
 	return s.forward(cfg, d, req, up)
+}
+
+// interceptConnect answers a CONNECT to a host bound to a secret and serves
+// the TLS inside it itself.
+func (s *httpSession) interceptConnect(cfg *config, d Decision, client Client, v verdict) bool {
+	if _, err := io.WriteString(s.conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return false
+	}
+	pre := bufferedBytes(s.br.Buffered(), s.br.Peek)
+	s.release()
+	s.p.intercept(cfg, s.conn, d, client, v, pre)
+	return false
 }
 
 // tunnel answers a CONNECT and splices until either side is done.

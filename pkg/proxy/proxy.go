@@ -23,6 +23,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -70,24 +71,28 @@ type Options struct {
 	// on the listeners of ServeForward and ServeTransparent; more are refused.
 	// 0 = DefaultMaxClientConns.
 	MaxClientConns int
-	DecisionLog    io.Writer             // one JSON line per decision; nil = off
-	OnDecision     func(Decision)        // called once per decision, from connection goroutines
-	Registerer     prometheus.Registerer // nil = no metrics exported
-	Logger         *slog.Logger          // nil = slog.Default()
+	// UpstreamRoots verifies upstream certificates where the proxy
+	// terminates TLS to inject a secret; nil = the host's roots.
+	UpstreamRoots *x509.CertPool
+	DecisionLog   io.Writer             // one JSON line per decision; nil = off
+	OnDecision    func(Decision)        // called once per decision, from connection goroutines
+	Registerer    prometheus.Registerer // nil = no metrics exported
+	Logger        *slog.Logger          // nil = slog.Default()
 }
 
 // config is the reloadable part of Options in ready-to-use form.
 type config struct {
-	cidrs       []netip.Prefix
-	resolver    *net.Resolver
-	hosts       map[string][]netip.Addr
-	ports       []int
-	dialTimeout time.Duration
-	idleTimeout time.Duration
-	headerTime  time.Duration
-	maxConns    int
-	dlog        *decisionLog
-	onDecision  func(Decision)
+	cidrs         []netip.Prefix
+	resolver      *net.Resolver
+	hosts         map[string][]netip.Addr
+	ports         []int
+	dialTimeout   time.Duration
+	idleTimeout   time.Duration
+	headerTime    time.Duration
+	maxConns      int
+	upstreamRoots *x509.CertPool
+	dlog          *decisionLog
+	onDecision    func(Decision)
 }
 
 // Proxy decides and relays connections for the clients in its Registry.
@@ -139,15 +144,16 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 
 func buildConfig(opts Options) (*config, error) {
 	c := &config{
-		cidrs:       make([]netip.Prefix, 0, len(opts.AllowCIDRs)),
-		hosts:       make(map[string][]netip.Addr, len(opts.Hosts)),
-		ports:       slices.Clone(opts.DefaultPorts),
-		dialTimeout: opts.DialTimeout,
-		idleTimeout: opts.IdleTimeout,
-		headerTime:  opts.HeaderTimeout,
-		maxConns:    opts.MaxClientConns,
-		dlog:        &decisionLog{w: opts.DecisionLog},
-		onDecision:  opts.OnDecision,
+		cidrs:         make([]netip.Prefix, 0, len(opts.AllowCIDRs)),
+		hosts:         make(map[string][]netip.Addr, len(opts.Hosts)),
+		ports:         slices.Clone(opts.DefaultPorts),
+		dialTimeout:   opts.DialTimeout,
+		idleTimeout:   opts.IdleTimeout,
+		headerTime:    opts.HeaderTimeout,
+		maxConns:      opts.MaxClientConns,
+		upstreamRoots: opts.UpstreamRoots,
+		dlog:          &decisionLog{w: opts.DecisionLog},
+		onDecision:    opts.OnDecision,
 	}
 	for _, pfx := range opts.AllowCIDRs {
 		if !pfx.IsValid() {
@@ -356,7 +362,9 @@ func (p *Proxy) record(cfg *config, d Decision) {
 	if cfg.onDecision != nil {
 		cfg.onDecision(d)
 	}
-	if !d.Allowed {
+	if d.Reason == ReasonSecretExfiltration {
+		p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port)
+	} else if !d.Allowed {
 		p.log.Debug("proxy denied", "client", d.ClientID, "host", d.Host, "port", d.Port, "reason", d.Reason)
 	}
 }

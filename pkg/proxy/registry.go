@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/inject"
 )
 
 // Registry errors callers branch on.
@@ -23,6 +24,9 @@ type Client struct {
 	ID    string
 	IP    netip.Addr
 	Allow *allow.List
+	// Secrets are injected into requests to the hosts they are bound to;
+	// only those hosts have their TLS terminated. nil = none.
+	Secrets *inject.Set
 }
 
 // Registry maps source addresses to clients. It is safe for concurrent use;

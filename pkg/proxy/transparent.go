@@ -85,11 +85,23 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 		deny(ReasonUnknownClient)
 		return
 	}
+	if name := client.Secrets.Find(sni); name != "" {
+		d.Secret = name
+		deny(ReasonSecretExfiltration)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.dialTimeout)
 	defer cancel()
 	v := p.authorize(ctx, cfg, client, sni, port)
 	if v.reason != "" {
 		deny(v.reason)
+		return
+	}
+	if client.Secrets.Bound(v.host) {
+		pre := append(raw, bufferedBytes(s.br.Buffered(), s.br.Peek)...)
+		s.release()
+		d.Host = v.host
+		p.intercept(cfg, s.conn, d, client, v, pre)
 		return
 	}
 	up, ip, err := p.dial(ctx, cfg, v.addrs, port)

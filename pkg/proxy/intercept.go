@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/inject"
+)
+
+// intercept terminates the client's TLS for host, a host bound to one of the
+// client's secrets, with a leaf from the run's CA, and serves the requests
+// inside it as a reverse proxy to host itself (HTTP/1.1 or HTTP/2 on either
+// side). Every request has the placeholders bound to host swapped for their
+// values, and every response has the values swapped back. The upstream is
+// dialed at the addresses already decided for host and its certificate is
+// verified for host, so no name the client sends can redirect the values.
+// pre holds client bytes already read (a ClientHello). It owns cc until done.
+func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Client, v verdict, pre []byte) {
+	srvCfg, err := client.Secrets.CA().ServerConfig(v.host)
+	if err != nil {
+		p.log.Warn("proxy intercept", "host", v.host, "err", err)
+		return
+	}
+	p.active.Add(1)
+	p.metrics.active.Inc()
+	defer func() {
+		p.active.Add(-1)
+		p.metrics.active.Dec()
+	}()
+	cc.SetDeadline(time.Time{})
+	tc := tls.Server(&prefixConn{Conn: cc, pre: pre}, srvCfg)
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, _, err := p.dial(ctx, cfg, v.addrs, v.port)
+			return c, err
+		},
+		TLSClientConfig:        &tls.Config{ServerName: v.host, RootCAs: cfg.upstreamRoots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:      true,
+		DisableCompression:     true,
+		ResponseHeaderTimeout:  cfg.idleTimeout,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		IdleConnTimeout:        cfg.idleTimeout,
+		TLSHandshakeTimeout:    cfg.dialTimeout,
+	}
+	defer tr.CloseIdleConnections()
+	// net/http's own complaints (handshake failures, aborted bodies) are
+	// routine for a proxy; they go to the debug level.
+	errLog := slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
+	h := &interceptHandler{p: p, cfg: cfg, base: base, set: client.Secrets, host: v.host, port: v.port}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      tr,
+		FlushInterval:  -1,
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.upstreamFailed,
+		ErrorLog:       errLog,
+	}
+	ln := &oneConnListener{c: tc, done: make(chan struct{})}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.headerTime,
+		IdleTimeout:       cfg.idleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				ln.Close()
+			}
+		},
+		ErrorLog: errLog,
+	}
+	srv.Serve(ln)
+	<-ln.done
+}
+
+// interceptHandler serves the requests of one intercepted connection.
+type interceptHandler struct {
+	p    *Proxy
+	cfg  *config
+	base Decision
+	set  *inject.Set
+	host string
+	port int
+	rp   *httputil.ReverseProxy
+}
+
+type pairsKey struct{}
+
+func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d := h.base
+	d.Time, d.Method, d.Allowed = time.Now(), r.Method, true
+	refuse := func(reason, detail string) {
+		d.Allowed = false
+		d.Reason = reason
+		d.Duration = time.Since(d.Time)
+		h.p.record(h.cfg, d)
+		body := denyText(h.host, h.port, reason, detail)
+		w.Header().Set(ErrorHeader, reason)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(statusFor(reason))
+		io.WriteString(w, body)
+	}
+	if hh, _, err := parseAuthority(r.Host, h.port); err != nil || !strings.EqualFold(strings.TrimSuffix(hh, "."), h.host) {
+		refuse(ReasonBadRequest, fmt.Sprintf("the request names host %q inside a connection to %s", r.Host, h.host))
+		return
+	}
+	if r.Header.Get("Upgrade") != "" || r.Method == http.MethodConnect {
+		refuse(ReasonBadRequest, "protocol upgrades and CONNECT are not served on a host with injected secrets")
+		return
+	}
+	pairs, err := h.set.Rewrite(h.host, r)
+	var ee *inject.ExfilError
+	if errors.As(err, &ee) {
+		d.Secret = ee.Name
+		refuse(ReasonSecretExfiltration, ee.Error())
+		return
+	}
+	// Compressed bodies could not be scrubbed of a reflected value.
+	r.Header.Set("Accept-Encoding", "identity")
+	ctx := context.WithValue(r.Context(), pairsKey{}, pairs)
+	cw := &countingResponse{ResponseWriter: w}
+	h.rp.ServeHTTP(cw, r.WithContext(ctx))
+	d.BytesIn = cw.n
+	if cw.failed {
+		d.Reason = ReasonUpstreamError
+	}
+	d.Duration = time.Since(d.Time)
+	h.p.record(h.cfg, d)
+}
+
+func (h *interceptHandler) rewrite(pr *httputil.ProxyRequest) {
+	pr.Out.URL.Scheme = "https"
+	pr.Out.URL.Host = net.JoinHostPort(h.host, strconv.Itoa(h.port))
+	pr.Out.Host = pr.In.Host
+}
+
+// modifyResponse scrubs the values out of the headers and, streaming, the
+// body. The body's length may change, so it is re-framed; trailers are dropped
+// because they would reach the client unscrubbed.
+func (h *interceptHandler) modifyResponse(resp *http.Response) error {
+	pairs, _ := resp.Request.Context().Value(pairsKey{}).([]inject.Pair)
+	resp.Header.Del(ErrorHeader)
+	inject.ScrubHeader(resp.Header, pairs)
+	resp.Trailer = nil
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return errors.New("upstream switched protocols although no upgrade was requested")
+	}
+	if resp.Request.Method != http.MethodHead {
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
+	resp.Body = inject.NewScrubber(resp.Body, pairs)
+	return nil
+}
+
+func (h *interceptHandler) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if cw, ok := w.(*countingResponse); ok {
+		cw.failed = true
+	}
+	reason := upstreamReason(err)
+	w.Header().Set(ErrorHeader, reason)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(statusFor(reason))
+	io.WriteString(w, denyText(h.host, h.port, reason, err.Error()))
+}
+
+// countingResponse counts body bytes written to the client.
+type countingResponse struct {
+	http.ResponseWriter
+	n      int64
+	failed bool
+}
+
+func (c *countingResponse) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// prefixConn reads pre before the connection's own bytes.
+type prefixConn struct {
+	net.Conn
+	pre []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// oneConnListener hands one connection to an http.Server, then blocks until
+// closed.
+type oneConnListener struct {
+	mu   sync.Mutex
+	c    net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *oneConnListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	c := l.c
+	l.c = nil
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConnListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *oneConnListener) Addr() net.Addr { return dummyAddr{} }
+
+type dummyAddr struct{}
+
+func (dummyAddr) Network() string { return "tcp" }
+func (dummyAddr) String() string  { return "intercept" }
+
+// bufferedBytes copies what a reader already holds past the request.
+func bufferedBytes(n int, peek func(int) ([]byte, error)) []byte {
+	if n == 0 {
+		return nil
+	}
+	b, _ := peek(n)
+	return bytes.Clone(b)
+}
