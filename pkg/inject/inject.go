@@ -166,6 +166,12 @@ func (s *Set) Bound(host string) bool {
 	return false
 }
 
+// Mentions reports whether text holds something shaped like a placeholder
+// of any run, for callers that must not record such text as a host name.
+func Mentions(text string) bool {
+	return strings.Contains(strings.ToLower(text), placeholderPrefix)
+}
+
 // Find returns the name of the first secret whose placeholder occurs in
 // text, case-insensitively, or "".
 func (s *Set) Find(text string) string {

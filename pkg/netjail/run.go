@@ -15,6 +15,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/dns"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -50,7 +51,10 @@ type Options struct {
 	Proxy proxy.Options
 	// ProxyListen is the in-guest listener of proxy-only mode; "" = DefaultProxyListen.
 	ProxyListen string
-	Log         *slog.Logger
+	// Secrets are injected by the proxy into requests to the hosts they are
+	// bound to; the guest gets only their placeholders. nil = none.
+	Secrets *inject.Set
+	Log     *slog.Logger
 }
 
 // Run is the network of one run: put Net into jail.Spec.Net, call Close
@@ -124,7 +128,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 		if listen == "" {
 			listen = DefaultProxyListen
 		}
-		client := proxy.Client{ID: o.RunID, Allow: list}
+		client := proxy.Client{ID: o.RunID, Allow: list, Secrets: o.Secrets}
 		r.Net = jail.Net{
 			Mode:        jail.NetProxyOnly,
 			ProxyListen: listen,
@@ -146,7 +150,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 	var svc *services
 	serve := func(n *Net) (Listeners, error) {
 		var err error
-		svc, err = startServices(popts, proxy.Client{ID: o.RunID, IP: n.Guest, Allow: list}, n.Host, r.Tally.Query)
+		svc, err = startServices(popts, proxy.Client{ID: o.RunID, IP: n.Guest, Allow: list, Secrets: o.Secrets}, n.Host, r.Tally.Query)
 		if err != nil {
 			return Listeners{}, err
 		}
@@ -305,7 +309,16 @@ func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, on
 		Addr: ephemeral,
 		Allowed: func(h string) bool {
 			c, ok := reg.Lookup(client.IP)
-			return ok && dns.HostAllowed(c.Allow)(h)
+			if !ok {
+				return false
+			}
+			if name := c.Secrets.Find(h); name != "" {
+				// A name is how a placeholder leaves through DNS.
+				p.Record(proxy.Decision{ClientID: c.ID, Method: "DNS", Host: h,
+					Reason: proxy.ReasonSecretExfiltration, Secret: name})
+				return false
+			}
+			return dns.HostAllowed(c.Allow)(h)
 		},
 		Resolve: p.Resolve,
 		OnQuery: onQuery,

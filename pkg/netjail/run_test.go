@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -210,7 +211,11 @@ func TestJailedGuestThroughServices(t *testing.T) {
 		OnDecision: tally.Decision,
 	}
 	const proxyPort, dnsPort = 3128, 53
-	svc, err := startServices(popts, proxy.Client{ID: "veth", IP: g.guest, Allow: list}, g.host, tally.Query)
+	set, err := inject.New([]inject.Secret{{Name: "API_KEY", Hosts: []string{"allowed.test"}, Value: "sk-value-0123456789"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := startServices(popts, proxy.Client{ID: "veth", IP: g.guest, Allow: list, Secrets: set}, g.host, tally.Query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +245,8 @@ func TestJailedGuestThroughServices(t *testing.T) {
 		}{
 			{"allowed.test.", mdns.RcodeSuccess, upAddr.String()},
 			{"unlisted.test.", mdns.RcodeNameError, ""},
+			// A placeholder leaving as a name is refused even under an allowed one.
+			{set.Placeholder("API_KEY") + ".allowed.test.", mdns.RcodeNameError, ""},
 		} {
 			m := new(mdns.Msg)
 			m.SetQuestion(tc.name, mdns.TypeA)
@@ -259,6 +266,7 @@ func TestJailedGuestThroughServices(t *testing.T) {
 				t.Errorf("%s: %s %q, want %s %q", tc.name, mdns.RcodeToString[resp.Rcode], got, mdns.RcodeToString[tc.rcode], tc.want)
 			}
 		}
+
 	})
 	t.Run("forward proxy", func(t *testing.T) {
 		c := dial(netip.AddrPortFrom(g.host, proxyPort).String())
@@ -289,7 +297,7 @@ func TestJailedGuestThroughServices(t *testing.T) {
 			t.Errorf("blocked: %d %q", code, reason)
 		}
 	})
-	want := "crackbox: blocked 2 requests: blocked.test (2); refused DNS for 1 name: unlisted.test"
+	want := "crackbox: refused 1 attempt to send a secret's placeholder where it is not bound: API_KEY (1); blocked 2 requests: blocked.test (2); refused DNS for 1 name: unlisted.test"
 	if got := tally.Summary(); got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}

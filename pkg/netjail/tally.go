@@ -11,6 +11,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/dns"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -32,6 +33,7 @@ type Tally struct {
 	blocked   map[string]int // allow entry form -> refused requests
 	lookups   map[string]int // names refused by DNS that the proxy never saw
 	attempted map[string]struct{}
+	exfil     map[string]int // secret name -> placeholders refused out of place
 	// Requests, lookups and attempts of names that arrived after their map
 	// was full: counted, not kept.
 	blockedOver, lookupsOver, attemptedOver int
@@ -65,6 +67,7 @@ func NewTally(defaultPorts []int) *Tally {
 		blocked:      map[string]int{},
 		lookups:      map[string]int{},
 		attempted:    map[string]struct{}{},
+		exfil:        map[string]int{},
 	}
 }
 
@@ -89,6 +92,14 @@ func (t *Tally) entry(host string, port int) string {
 
 // Decision records one proxy decision; use it as proxy.Options.OnDecision.
 func (t *Tally) Decision(d proxy.Decision) {
+	if d.Reason == proxy.ReasonSecretExfiltration && d.Secret != "" {
+		// Counted under the secret's name only: the host may be made of
+		// the placeholder, and is no host to allow.
+		t.mu.Lock()
+		t.exfil[d.Secret]++
+		t.mu.Unlock()
+		return
+	}
 	e := t.entry(d.Host, d.Port)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -117,7 +128,7 @@ func (t *Tally) Decision(d proxy.Decision) {
 
 // Query records one DNS question; use it as dns.Config.OnQuery.
 func (t *Tally) Query(q dns.Query) {
-	if q.Name == "" || strings.HasSuffix(q.Name, ".arpa") || !strings.Contains(q.Name, ".") {
+	if q.Name == "" || strings.HasSuffix(q.Name, ".arpa") || !strings.Contains(q.Name, ".") || inject.Mentions(q.Name) {
 		return
 	}
 	e := t.entry(q.Name, 0)
@@ -167,6 +178,16 @@ func (t *Tally) Summary() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var clauses []string
+	if len(t.exfil) > 0 {
+		total := 0
+		var parts []string
+		for _, c := range sorted(t.exfil) {
+			total += c.n
+			parts = append(parts, fmt.Sprintf("%s (%d)", c.name, c.n))
+		}
+		clauses = append(clauses, fmt.Sprintf("refused %d %s to send a secret's placeholder where it is not bound: %s",
+			total, plural(total, "attempt", "attempts"), strings.Join(parts, ", ")))
+	}
 	if len(t.blocked) > 0 {
 		total := t.blockedOver
 		var parts []string

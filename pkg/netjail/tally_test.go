@@ -115,3 +115,18 @@ func TestTallySummaryTopN(t *testing.T) {
 		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestTallyNamesExfiltration(t *testing.T) {
+	tl := NewTally(nil)
+	for range 2 {
+		tl.Decision(proxy.Decision{Host: "other.test", Port: 80, Reason: proxy.ReasonSecretExfiltration, Secret: "API_KEY"})
+	}
+	tl.Decision(proxy.Decision{Host: "api.test", Port: 443, Reason: proxy.ReasonSecretExfiltration, Secret: "GH_TOKEN"})
+	want := "crackbox: refused 3 attempts to send a secret's placeholder where it is not bound: API_KEY (2), GH_TOKEN (1)"
+	if s := tl.Summary(); s != want {
+		t.Fatalf("summary %q, want %q", s, want)
+	}
+	if l := tl.Learned(); len(l) != 0 {
+		t.Fatalf("learned %v from refused placeholders", l)
+	}
+}

@@ -350,6 +350,10 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// Record emits a decision taken outside the proxy for one of its clients
+// (the DNS responder's), to the same log, callback and metrics.
+func (p *Proxy) Record(d Decision) { p.record(p.cfg.Load(), d) }
+
 // record emits a decision to the log, the callback and the metrics.
 func (p *Proxy) record(cfg *config, d Decision) {
 	if d.Time.IsZero() {
