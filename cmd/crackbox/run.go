@@ -45,6 +45,7 @@ type runFlags struct {
 	root, debug             bool
 	rootfs, machine, hostnm string
 	snapshot                string
+	secrets                 []string
 	net                     netFlags
 }
 
@@ -70,7 +71,20 @@ The exit status is the command's; 125 means crackbox itself failed (including a
 guest crash and --timeout), 126 the command is not executable, 127 not found,
 128+N killed by signal N. Ctrl-C is forwarded as SIGINT; a second Ctrl-C within
 2 seconds stops the guest. SIGTERM is forwarded too; a command still running 10
-seconds later is stopped (exit 143). The network is torn down on every path.`,
+seconds later is stopped (exit 143). The network is torn down on every path.
+
+--secret NAME@host[,host...] keeps a credential out of the guest: the guest gets
+NAME=<placeholder>, a random token drawn for this run, and the proxy puts the real
+value (from the invoking environment's NAME, or =env:OTHER, or =file:PATH) in place
+of the placeholder only in HTTPS requests to those hosts: in header values, inside
+Basic credentials (https://x:$TOKEN@host/) and in the URL query. Request bodies are
+not rewritten. For those hosts alone the proxy terminates TLS with a CA made for
+this run (in memory, trusted in the guest through SSL_CERT_FILE and friends) and
+verifies the upstream against the host's roots plus proxy.upstream_ca; every other
+host stays an end-to-end tunnel. Responses from those hosts have the value turned
+back into the placeholder. The placeholder anywhere else (plain HTTP, a CONNECT
+target, a TLS server name, a DNS name, another host) is refused with
+secret-exfiltration, and the exit summary names the secret.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd, args, rf)
@@ -93,6 +107,7 @@ seconds later is stopped (exit 143). The network is torn down on every path.`,
 	f.StringVar(&rf.machine, "machine", "microvm", "QEMU machine: microvm or q35 (needs a kernel with PCI)")
 	f.StringVar(&rf.hostnm, "hostname", "", "guest hostname (default crackbox)")
 	f.StringVar(&rf.snapshot, "snapshot", "auto", "restore a snapshot of a booted guest instead of booting: auto (when the run fits), on (refuse runs that cannot) or off")
+	f.StringArrayVar(&rf.secrets, "secret", nil, "NAME@host[,host...][=env:OTHER|=file:PATH]: the guest gets a placeholder, the proxy sends the value to those hosts only (repeatable; bodies are not rewritten)")
 	f.BoolVar(&rf.debug, "debug", false, "debug logging; print the console log after a crash")
 	// These bind to crackbox.toml [run] keys; the config defaults apply when unset.
 	f.String("kernel", "", "guest kernel (vmlinux); default: the newest built one")
@@ -144,6 +159,15 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	if err != nil {
 		return err
 	}
+	secrets, err := runSecrets(cfg, rf.secrets, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	set, err := secretSet(secrets, spec.Env, cfg.Run.Net)
+	if err != nil {
+		return err
+	}
+	spec.Env = append(spec.Env, set.Env()...)
 	var pool netip.Prefix
 	if cfg.Run.AddrPool != "" {
 		if pool, err = netip.ParsePrefix(cfg.Run.AddrPool); err != nil {
@@ -222,7 +246,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	popts.Logger = log
 	nr, err := netjail.Prepare(ctx, netjail.Options{
 		Mode: cfg.Run.Net, RunID: rec.ID(), Pool: pool, UID: -1, GID: -1,
-		Allow: list, Learn: rf.net.learn, Proxy: popts, Log: log,
+		Allow: list, Learn: rf.net.learn, Proxy: popts, Secrets: set, Log: log,
 	})
 	if err != nil {
 		err = fmt.Errorf("network: %w", err)

@@ -36,6 +36,9 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	if netErr != nil {
 		return netErr
 	}
+	if err := writeTrustBundle(rs.Net.TrustCA); err != nil {
+		return err
+	}
 	if rs.Net.Mode == "tap" {
 		if err := writeResolvConf(rs.Net.DNS); err != nil {
 			return err

@@ -37,6 +37,9 @@ type Proxy struct {
 	StateFile      string   `toml:"state_file"`   // registry persistence; "" is off
 	DrainGrace     Duration `toml:"drain_grace"`  // how long shutdown waits for open tunnels
 	Client         string   `toml:"client"`       // single-client mode: the one client IP
+	// UpstreamCA is a PEM file of CAs trusted, besides the system roots, for
+	// upstreams whose TLS the proxy terminates to inject a secret.
+	UpstreamCA string `toml:"upstream_ca"`
 }
 
 // Admin configures the proxy daemon's HTTP admin API.
@@ -57,6 +60,17 @@ type Run struct {
 	Net       string   `toml:"net"`        // guest network mode, see NetModes
 	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
 	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
+	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
+	// sees only placeholders. Set in the file only.
+	Secret []RunSecret `toml:"secret"`
+}
+
+// RunSecret is one [[run.secret]] table: the value of Name (or of From:
+// "env:OTHER", "file:PATH") is sent only to Hosts.
+type RunSecret struct {
+	Name  string   `toml:"name"`
+	Hosts []string `toml:"hosts"`
+	From  string   `toml:"from"`
 }
 
 // Log configures the process logger.

@@ -266,7 +266,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 		}
 	}
 	want := Default()
-	if !reflect.DeepEqual(cfg.Proxy.DefaultPorts, want.Proxy.DefaultPorts) || cfg.Run != want.Run || cfg.Admin != want.Admin ||
+	if !reflect.DeepEqual(cfg.Proxy.DefaultPorts, want.Proxy.DefaultPorts) || !reflect.DeepEqual(cfg.Run, want.Run) || cfg.Admin != want.Admin ||
 		cfg.Proxy.Listen != want.Proxy.Listen || cfg.Proxy.DrainGrace != want.Proxy.DrainGrace {
 		t.Errorf("example values differ from defaults:\n got %+v\nwant %+v", cfg, want)
 	}

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/proxy"
@@ -45,6 +47,20 @@ func (p Proxy) RunOptions(extraCIDRs []string) (proxy.Options, error) {
 			}
 			opts.AllowCIDRs = append(opts.AllowCIDRs, pfx.Masked())
 		}
+	}
+	if p.UpstreamCA != "" {
+		pem, err := os.ReadFile(p.UpstreamCA)
+		if err != nil {
+			return opts, fmt.Errorf("proxy.upstream_ca: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return opts, fmt.Errorf("proxy.upstream_ca %s: no PEM certificate in it", p.UpstreamCA)
+		}
+		opts.UpstreamRoots = pool
 	}
 	for name, addrs := range p.Hosts {
 		for _, s := range addrs {

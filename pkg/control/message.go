@@ -109,6 +109,10 @@ type Net struct {
 	DNS         string `json:"dns,omitempty"`
 	ProxyURL    string `json:"proxy_url,omitempty"`    // exported as HTTP(S)_PROXY etc.
 	ProxyListen string `json:"proxy_listen,omitempty"` // proxy-only mode, e.g. 127.0.0.1:3128
+	// TrustCA is a PEM CA certificate the command must trust on top of the
+	// system bundle: the run's injection CA. guest-init writes the combined
+	// bundle to guest.TrustBundle.
+	TrustCA string `json:"trust_ca,omitempty"`
 }
 
 // MaxMessage bounds one ctl message, so a hostile peer cannot make the reader buffer

@@ -179,3 +179,24 @@ func TestLookPathSkipsUnsearchableDirs(t *testing.T) {
 		t.Fatalf("sh behind an unsearchable dir: %q, %v", p, err)
 	}
 }
+
+func TestCommandEnvTrustCA(t *testing.T) {
+	rs := &control.RunSpec{Env: []string{"SSL_CERT_FILE=/host/ca.pem", "KEEP=1"}}
+	rs.Net.TrustCA = "-----BEGIN CERTIFICATE-----\n"
+	got := map[string]string{}
+	for _, kv := range CommandEnv(rs) {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Fatalf("%s set twice", k)
+		}
+		got[k] = v
+	}
+	for _, k := range TrustEnv {
+		if got[k] != TrustBundle {
+			t.Errorf("%s = %q, want %q", k, got[k], TrustBundle)
+		}
+	}
+	if got["KEEP"] != "1" || got["HTTP_PROXY"] != "" {
+		t.Fatalf("env %v", got)
+	}
+}

@@ -126,6 +126,9 @@ func (s *Set) CA() *CA { return s.ca }
 
 // Names returns the secret names in the order given to New.
 func (s *Set) Names() []string {
+	if s.Empty() {
+		return nil
+	}
 	var out []string
 	for _, e := range s.entries {
 		out = append(out, e.name)
@@ -135,6 +138,9 @@ func (s *Set) Names() []string {
 
 // Env returns NAME=placeholder for every secret, for the guest environment.
 func (s *Set) Env() []string {
+	if s.Empty() {
+		return nil
+	}
 	var out []string
 	for _, e := range s.entries {
 		out = append(out, e.name+"="+e.placeholder)
@@ -144,6 +150,9 @@ func (s *Set) Env() []string {
 
 // Placeholder returns the placeholder of the named secret.
 func (s *Set) Placeholder(name string) string {
+	if s.Empty() {
+		return ""
+	}
 	for _, e := range s.entries {
 		if e.name == name {
 			return e.placeholder

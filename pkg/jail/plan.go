@@ -165,7 +165,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 
 // netSpec checks the network settings and turns them into the guest's view.
 func netSpec(n Net) (control.Net, error) {
-	out := control.Net{Mode: n.Mode, ProxyURL: n.ProxyURL}
+	out := control.Net{Mode: n.Mode, ProxyURL: n.ProxyURL, TrustCA: string(n.TrustCA)}
 	switch n.Mode {
 	case "", NetNone:
 		out.Mode = NetNone

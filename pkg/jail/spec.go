@@ -64,6 +64,9 @@ type Net struct {
 	ProxyListen string
 	// ProxyConn receives each guest connection to ProxyListen (proxy-only mode).
 	ProxyConn func(net.Conn)
+	// TrustCA is a PEM CA certificate the command trusts on top of the
+	// system bundle (the run's secret-injection CA; never its key).
+	TrustCA []byte
 }
 
 // Volume is a host directory shared into the guest.

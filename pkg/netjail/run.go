@@ -134,6 +134,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 			ProxyListen: listen,
 			ProxyURL:    "http://" + listen,
 			ProxyConn:   func(c net.Conn) { p.ServeForwardConn(c, client) },
+			TrustCA:     trustCA(o.Secrets),
 		}
 		return r, nil
 	}
@@ -181,6 +182,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 			DNS:       link.Host.String(),
 		},
 		ProxyURL: link.ProxyURL(),
+		TrustCA:  trustCA(o.Secrets),
 	}
 	return r, nil
 }
@@ -362,4 +364,12 @@ func (s *services) close() error {
 	}
 	s.wg.Wait()
 	return errors.Join(errs...)
+}
+
+// trustCA is the certificate of the run's injection CA, nil without secrets.
+func trustCA(s *inject.Set) []byte {
+	if s.Empty() {
+		return nil
+	}
+	return s.CA().PEM()
 }
