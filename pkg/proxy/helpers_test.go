@@ -64,7 +64,7 @@ type testProxy struct {
 // startProxy starts a forward proxy. Options.Hosts, timeouts and CIDRs come
 // from opts; entries is the allowlist of client 127.0.0.1 ("" entries are
 // dropped, nil entries register no client).
-func startProxy(t *testing.T, opts Options, entries []string) *testProxy {
+func startProxy(t testing.TB, opts Options, entries []string) *testProxy {
 	t.Helper()
 	reg := NewRegistry()
 	if entries != nil {
@@ -132,7 +132,7 @@ func hostsFor(names ...string) map[string][]netip.Addr {
 }
 
 // portOf returns the port of a URL or host:port.
-func portOf(t *testing.T, s string) int {
+func portOf(t testing.TB, s string) int {
 	t.Helper()
 	s = strings.TrimPrefix(strings.TrimPrefix(s, "http://"), "https://")
 	_, ps, err := net.SplitHostPort(s)

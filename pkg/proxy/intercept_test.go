@@ -38,7 +38,7 @@ type secretUpstream struct {
 	release chan struct{}
 }
 
-func startSecretUpstream(t *testing.T) *secretUpstream {
+func startSecretUpstream(t testing.TB) *secretUpstream {
 	t.Helper()
 	u := &secretUpstream{release: make(chan struct{})}
 	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +52,10 @@ func startSecretUpstream(t *testing.T) *secretUpstream {
 			for _, v := range vs {
 				w.Header().Add("X-Echo-"+k, v)
 			}
+		}
+		if r.URL.Path == "/big" {
+			serveBig(w, 64<<20)
+			return
 		}
 		if r.URL.Path == "/sse" {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -82,7 +86,7 @@ func (u *secretUpstream) requests() string {
 
 // injectProxy is a forward proxy whose client holds two secrets: API_KEY
 // bound to api.example.com and GIT_TOKEN bound to git.example.com.
-func injectProxy(t *testing.T, u *secretUpstream) (*testProxy, *inject.Set, *syncBuffer) {
+func injectProxy(t testing.TB, u *secretUpstream) (*testProxy, *inject.Set, *syncBuffer) {
 	t.Helper()
 	set, err := inject.New([]inject.Secret{
 		{Name: "API_KEY", Hosts: []string{"api.example.com"}, Value: apiValue},
@@ -162,6 +166,13 @@ func TestInjectBoundHost(t *testing.T) {
 				t.Fatalf("echo not scrubbed back to the placeholder: %v %q", resp.Header, body)
 			}
 			seen := u.requests()
+			wantProto := "HTTP/1.1 api.example.com"
+			if h2 {
+				wantProto = "HTTP/2.0 api.example.com"
+			}
+			if !strings.Contains(seen, wantProto) {
+				t.Fatalf("upstream not spoken to in the client's protocol: %q", seen)
+			}
 			if !strings.Contains(seen, "Authorization: Bearer "+apiValue) || !strings.Contains(seen, "key="+apiValue) {
 				t.Fatalf("upstream did not get the value: %q", seen)
 			}
