@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -192,11 +193,21 @@ func (h *interceptHandler) upstreamFailed(w http.ResponseWriter, r *http.Request
 	if cw, ok := w.(*countingResponse); ok {
 		cw.failed = true
 	}
+	// The error may quote the rewritten URL, which holds the value.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	reason := upstreamReason(err)
+	pairs, _ := r.Context().Value(pairsKey{}).([]inject.Pair)
+	msg := denyText(h.host, h.port, reason, err.Error())
+	for _, p := range pairs {
+		msg = strings.ReplaceAll(msg, p.Sent, p.Guest)
+	}
 	w.Header().Set(ErrorHeader, reason)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(statusFor(reason))
-	io.WriteString(w, denyText(h.host, h.port, reason, err.Error()))
+	io.WriteString(w, msg)
 }
 
 // countingResponse counts body bytes written to the client.

@@ -371,3 +371,26 @@ func TestInjectTransparent(t *testing.T) {
 		t.Fatalf("decision %+v", d)
 	}
 }
+
+// An upstream failure is reported without quoting the rewritten request.
+func TestInjectUpstreamFailureHidesValue(t *testing.T) {
+	u := startSecretUpstream(t)
+	tp, set, logs := injectProxy(t, u)
+	u.srv.Close()
+	c := guestClient(tp, set.CA().Pool(), false)
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(fmt.Sprintf("https://api.example.com:%d/v1?key=%s", u.port, set.Placeholder("API_KEY")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get(ErrorHeader) != ReasonUpstreamError {
+		t.Fatalf("status %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	noValue(t, "error body", string(body))
+	if d := tp.next(t); d.Reason != ReasonUpstreamError {
+		t.Fatalf("decision %+v", d)
+	}
+	noValue(t, "proxy log", logs.b.String())
+}
