@@ -101,11 +101,36 @@ func (p *Proxy) upstreamTransport(cfg *config, v verdict, h2 bool) *http.Transpo
 // so a client that did not ask for HTTP/2 does not pay for it.
 type protoTransport struct{ h1, h2 *http.Transport }
 
+// RoundTrip sends r under a context of its own: the reverse proxy hooks
+// into the request's context to relay 1xx answers (103 Early Hints) to the
+// client as they are, unscrubbed; without the hook they are skipped.
 func (t *protoTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tr := t.h1
 	if r.ProtoMajor == 2 {
-		return t.h2.RoundTrip(r)
+		tr = t.h2
 	}
-	return t.h1.RoundTrip(r)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), pairsKey{}, r.Context().Value(pairsKey{})))
+	stop := context.AfterFunc(r.Context(), cancel)
+	end := func() { stop(); cancel() }
+	resp, err := tr.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		end()
+		return nil, err
+	}
+	resp.Body = &endBody{ReadCloser: resp.Body, end: end}
+	return resp, nil
+}
+
+// endBody releases the request's context once the body is closed.
+type endBody struct {
+	io.ReadCloser
+	end func()
+}
+
+func (b *endBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.end()
+	return err
 }
 
 // interceptHandler serves the requests of one intercepted connection.

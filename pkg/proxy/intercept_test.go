@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/netip"
 	"strings"
 	"sync"
@@ -52,6 +54,11 @@ func startSecretUpstream(t testing.TB) *secretUpstream {
 			for _, v := range vs {
 				w.Header().Add("X-Echo-"+k, v)
 			}
+		}
+		if r.URL.Path == "/early" {
+			w.Header().Set("X-Early", r.Header.Get("Authorization"))
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("X-Early")
 		}
 		if r.URL.Path == "/big" {
 			serveBig(w, 64<<20)
@@ -393,4 +400,34 @@ func TestInjectUpstreamFailureHidesValue(t *testing.T) {
 		t.Fatalf("decision %+v", d)
 	}
 	noValue(t, "proxy log", logs.b.String())
+}
+
+// An informational answer that reflects the request does not reach the
+// client with the value in it.
+func TestInjectEarlyHintsScrubbed(t *testing.T) {
+	u := startSecretUpstream(t)
+	tp, set, _ := injectProxy(t, u)
+	ph := set.Placeholder("API_KEY")
+	for _, h2 := range []bool{false, true} {
+		c := guestClient(tp, set.CA().Pool(), h2)
+		var early []string
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			early = append(early, fmt.Sprint(code, h))
+			return nil
+		}}
+		req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%d/early", u.port), nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		req.Header.Set("Authorization", "Bearer "+ph)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		c.CloseIdleConnections()
+		if resp.StatusCode != 200 || !strings.Contains(u.requests(), "Bearer "+apiValue) {
+			t.Fatalf("status %d upstream %q", resp.StatusCode, u.requests())
+		}
+		noValue(t, "1xx headers", strings.Join(early, "\n"))
+	}
 }
