@@ -1,0 +1,217 @@
+package sharefs
+
+import (
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// serveDir starts a real share server process for dir and returns the attached root.
+func serveDir(t *testing.T, dir string, quota int64) p9.File {
+	t.Helper()
+	host, guest := net.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(Config{Dir: dir, Quota: quota, Log: os.Stderr}, host, slog.New(slog.DiscardHandler))
+	}()
+	c, err := p9.NewClient(guest, p9.WithMessageSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := c.Attach("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		guest.Close()
+		<-done
+	})
+	return root
+}
+
+func walk(t *testing.T, root p9.File, names ...string) p9.File {
+	t.Helper()
+	_, f, err := root.Walk(names)
+	if err != nil {
+		t.Fatalf("walk %v: %v", names, err)
+	}
+	return f
+}
+
+func lstat(t *testing.T, p string) *syscall.Stat_t {
+	t.Helper()
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t)
+}
+
+// shareOwner makes a share directory owned by uid 1000 when the test runs as root, so
+// the server must drop to that user.
+func shareOwner(t *testing.T) (string, uint32) {
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		return dir, uint32(os.Getuid())
+	}
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	return dir, 1000
+}
+
+// TestPolicy is a hostile client against a real share server: every attempt to plant
+// a privileged file or escape the share is refused, and what is allowed lands owned by
+// the share's owner.
+func TestPolicy(t *testing.T) {
+	dir, owner := shareOwner(t)
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("host secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := serveDir(t, dir, 0)
+
+	// A create asking for setuid/setgid lands without them, owned by the share's owner.
+	f, _, _, err := walk(t, root).Create("s", p9.ReadWrite, 0o6755, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("#!/bin/sh\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	st := lstat(t, filepath.Join(dir, "s"))
+	if st.Mode&0o7777 != 0o755 || st.Uid != owner {
+		t.Fatalf("created s: mode %o uid %d, want 0755 owned by %d", st.Mode&0o7777, st.Uid, owner)
+	}
+	s := walk(t, root, "s")
+	// The 9p decoder already drops setuid/setgid from a setattr; either way none lands.
+	for _, m := range []p9.FileMode{0o4755, 0o2755, 0o6777} {
+		_ = s.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: m})
+		if st := lstat(t, filepath.Join(dir, "s")); st.Mode&0o6000 != 0 {
+			t.Fatalf("chmod %o: host file is %o", m, st.Mode&0o7777)
+		}
+	}
+	if err := s.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	refused := []struct {
+		name string
+		err  error
+	}{
+		{"chown", s.SetAttr(p9.SetAttrMask{UID: true, GID: true}, p9.SetAttr{UID: 0, GID: 0})},
+		{"chmod share root", walk(t, root).SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o777})},
+		{"chown share root", walk(t, root).SetAttr(p9.SetAttrMask{UID: true}, p9.SetAttr{UID: 0})},
+		{"setxattr security.capability", s.SetXattr("security.capability", []byte{1, 0, 0, 2}, 0)},
+		{"walk ..", func() error { _, _, err := root.Walk([]string{".."}); return err }()},
+	}
+	_, err = walk(t, root).Mknod("blk", p9.ModeBlockDevice|0o666, 8, 0, 0, 0)
+	refused = append(refused, struct {
+		name string
+		err  error
+	}{"mknod block device", err})
+	_, err = walk(t, root).Mknod("chr", p9.ModeCharacterDevice|0o666, 1, 3, 0, 0)
+	refused = append(refused, struct {
+		name string
+		err  error
+	}{"mknod char device", err})
+	for _, r := range refused {
+		if r.err == nil {
+			t.Errorf("%s: allowed", r.name)
+		}
+	}
+	st = lstat(t, filepath.Join(dir, "s"))
+	if st.Mode&0o7777 != 0o755 || st.Uid != owner {
+		t.Fatalf("s after attacks: mode %o uid %d", st.Mode&0o7777, st.Uid)
+	}
+	rst := lstat(t, dir)
+	if rst.Uid != owner || rst.Mode&0o7777 == 0o777 {
+		t.Fatalf("share root re-owned or re-moded: uid %d mode %o", rst.Uid, rst.Mode&0o7777)
+	}
+	for _, n := range []string{"blk", "chr"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); err == nil {
+			t.Errorf("%s exists on the host", n)
+		}
+	}
+
+	// A symlink the guest plants to a host path is never followed by the server.
+	if _, err := walk(t, root).Symlink(filepath.Dir(outside), "esc", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := root.Walk([]string{"esc", "secret"}); err == nil {
+		t.Error("walked through a symlink to a host directory")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "esc")); err != nil {
+		t.Fatal(err)
+	}
+	esc := walk(t, root, "esc")
+	if _, _, err := esc.Open(p9.ReadOnly); err == nil {
+		t.Error("opened a symlink to a host directory")
+	}
+	if err := esc.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o700}); err == nil {
+		if st := lstat(t, filepath.Dir(outside)); st.Mode&0o777 == 0o700 {
+			t.Error("chmod followed a symlink out of the share")
+		}
+	}
+	// Allowed operations still work.
+	if err := s.SetAttr(p9.SetAttrMask{Permissions: true}, p9.SetAttr{Permissions: 0o700}); err != nil {
+		t.Errorf("plain chmod: %v", err)
+	}
+	if _, err := walk(t, root).Mkdir("d", 0o2775, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := lstat(t, filepath.Join(dir, "d")); st.Mode&0o7777 != 0o775 || st.Uid != owner {
+		t.Errorf("mkdir: mode %o uid %d", st.Mode&0o7777, st.Uid)
+	}
+	if err := walk(t, root).Link(walk(t, root, "s"), "s2"); err != nil {
+		t.Errorf("hard link inside the share: %v", err)
+	}
+	if err := walk(t, root).RenameAt("s2", walk(t, root, "d"), "s3"); err != nil {
+		t.Errorf("rename: %v", err)
+	}
+}
+
+// TestQuota writes past the share's quota and gets ENOSPC; removing a file frees room.
+func TestQuota(t *testing.T) {
+	dir, _ := shareOwner(t)
+	root := serveDir(t, dir, 1<<20)
+	f, _, _, err := walk(t, root).Create("big", p9.WriteOnly, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	var off int64
+	for ; off < 2<<20; off += int64(len(buf)) {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			if linux.ExtractErrno(err) != linux.ENOSPC {
+				t.Fatalf("write at %d: %v, want ENOSPC", off, err)
+			}
+			break
+		}
+	}
+	if off != 1<<20 {
+		t.Fatalf("quota 1 MiB: first refused write at %d", off)
+	}
+	if st := lstat(t, filepath.Join(dir, "big")); st.Size != 1<<20 {
+		t.Fatalf("big is %d bytes on the host", st.Size)
+	}
+	if err := walk(t, root).UnlinkAt("big", 0); err != nil {
+		t.Fatal(err)
+	}
+	g, _, _, err := walk(t, root).Create("again", p9.WriteOnly, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt(buf, 0); err != nil {
+		t.Fatalf("write after freeing room: %v", err)
+	}
+}
