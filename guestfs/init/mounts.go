@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -299,7 +300,7 @@ func makeHome(rs *control.RunSpec) error {
 	return nil
 }
 
-func mountShares(ms []control.Mount) error {
+func mountShares(ctx context.Context, ms []control.Mount) error {
 	for _, m := range ms {
 		if err := checkTarget("mount", m.Target); err != nil {
 			return err
@@ -307,7 +308,11 @@ func mountShares(ms []control.Mount) error {
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
 			return fmt.Errorf("mount target %s: %w", m.Target, err)
 		}
-		if err := mountShare(m, m.Target, m.ReadOnly); err != nil {
+		mount := mountShare
+		if m.FSType == fsStream {
+			mount = func(m control.Mount, target string, ro bool) error { return mountStream(ctx, m, target, ro) }
+		}
+		if err := mount(m, m.Target, m.ReadOnly); err != nil {
 			return err
 		}
 	}

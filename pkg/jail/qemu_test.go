@@ -99,10 +99,10 @@ func TestPickVMM(t *testing.T) {
 		id     *vmmIdentity
 		userFS string
 	}{
-		{"unprivileged keeps itself", 1000, alice, -1, nil, FS9P},
-		{"sudo drops to the invoking user", 0, alice, -1, &vmmIdentity{UID: 1000, GID: 1000}, FS9P},
-		{"sudo with kvm adds the kvm group", 0, alice, 108, &vmmIdentity{UID: 1000, GID: 1000, Groups: []uint32{108}}, FS9P},
-		{"plain root drops to nobody", 0, root, -1, &vmmIdentity{UID: NobodyUID, GID: NobodyGID}, FSVirtiofs},
+		{"unprivileged keeps itself", 1000, alice, -1, nil, FSStream},
+		{"sudo drops to the invoking user", 0, alice, -1, &vmmIdentity{UID: 1000, GID: 1000}, FSStream},
+		{"sudo with kvm adds the kvm group", 0, alice, 108, &vmmIdentity{UID: 1000, GID: 1000, Groups: []uint32{108}}, FSStream},
+		{"plain root drops to nobody", 0, root, -1, &vmmIdentity{UID: NobodyUID, GID: NobodyGID}, FSStream},
 	}
 	for _, c := range cases {
 		got := pickVMM(c.euid, c.inv, c.kvm)

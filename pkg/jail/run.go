@@ -142,11 +142,19 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		conn.Close()
 	}()
 
+	shareLog, err := openRunLog(rd.path("shares.log"))
+	if err != nil {
+		return res, err
+	}
+	defer shareLog.Close()
+	shares := newStreamShares(p.userShare, diskQuota(s.DiskQuota), shareLog, rlog)
+	defer shares.wait()
+
 	var startedAt time.Time
 	var startedMu sync.Mutex
 	hooks := sessionHooks{
 		Signals: s.Signals, Resize: s.Resize,
-		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn,
+		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve,
 		Log: log,
 		Started: func(pid int) {
 			startedMu.Lock()

@@ -12,6 +12,9 @@ import (
 const (
 	FS9P       = "9p"
 	FSVirtiofs = "virtiofs"
+	// FSStream is a share served by crackbox's 9p server (pkg/sharefs) over a control
+	// stream rather than by a QEMU device.
+	FSStream = "9p-stream"
 )
 
 // share is one host directory the guest sees.

@@ -68,21 +68,21 @@ type vmmIdentity struct {
 //     sudo, or unprivileged, to have shares written strictly as yourself.
 type vmmPlan struct {
 	ID     *vmmIdentity // nil: QEMU keeps crackbox's own identity
-	UserFS string       // FS9P or FSVirtiofs for the caller's shares
+	UserFS string       // how the caller's shares are served: FSStream (sharestream.go)
 }
 
 func pickVMM(euid int, inv User, kvmGID int) vmmPlan {
 	if euid != 0 {
-		return vmmPlan{UserFS: FS9P}
+		return vmmPlan{UserFS: FSStream}
 	}
 	var groups []uint32
 	if kvmGID > 0 {
 		groups = []uint32{uint32(kvmGID)}
 	}
 	if inv.UID != 0 {
-		return vmmPlan{ID: &vmmIdentity{UID: uint32(inv.UID), GID: uint32(inv.GID), Groups: groups}, UserFS: FS9P}
+		return vmmPlan{ID: &vmmIdentity{UID: uint32(inv.UID), GID: uint32(inv.GID), Groups: groups}, UserFS: FSStream}
 	}
-	return vmmPlan{ID: &vmmIdentity{UID: NobodyUID, GID: NobodyGID, Groups: groups}, UserFS: FSVirtiofs}
+	return vmmPlan{ID: &vmmIdentity{UID: NobodyUID, GID: NobodyGID, Groups: groups}, UserFS: FSStream}
 }
 
 func kvmGroupID() int {

@@ -108,6 +108,9 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 		if st.layout != nil {
 			break
 		}
+		if s.FS == FSStream {
+			continue // served over the control session, not a device
+		}
 		vs := vmShare{share: s}
 		if s.FS == FSVirtiofs {
 			if fsdLog == nil {
