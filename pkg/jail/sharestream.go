@@ -53,7 +53,13 @@ func (s *streamShares) serve(tag string, c net.Conn) {
 	if sh.ReadOnly {
 		q = 0
 	}
-	if err := sharefs.Serve(sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Log: s.logw}, c, s.log); err != nil {
+	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Log: s.logw}
+	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
+	// plain root, as each directory's owner.
+	if inv := InvokingUser(); os.Geteuid() == 0 && inv.UID != 0 {
+		cfg.As = &sharefs.Ident{UID: inv.UID, GID: inv.GID}
+	}
+	if err := sharefs.Serve(cfg, c, s.log); err != nil {
 		s.log.Warn("share server", "share", sh.Host, "err", err)
 	}
 }

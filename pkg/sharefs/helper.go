@@ -27,8 +27,14 @@ type Config struct {
 	Dir      string // the host directory, already resolved and checked by the caller
 	ReadOnly bool
 	Quota    int64 // bytes the share may grow by during the run; 0 = unbounded
-	Log      io.Writer
+	// As is who serves the share when crackbox runs as root; nil = the directory's
+	// owner. Ignored otherwise: an unprivileged crackbox serves as itself.
+	As  *Ident
+	Log io.Writer
 }
+
+// Ident is a uid and gid.
+type Ident struct{ UID, GID int }
 
 // helperConfig is what the helper process is told through its environment.
 type helperConfig struct {
@@ -47,8 +53,8 @@ const (
 
 // Serve serves one guest connection for cfg.Dir until either side closes it. The
 // 9p server runs in a new process: when crackbox runs as root it is chrooted into the
-// share and runs as the directory's owner without capabilities; otherwise it runs as
-// crackbox's own user. Both install the seccomp filter of seccomp.go.
+// share and runs as cfg.As (else the directory's owner) without capabilities; otherwise
+// it runs as crackbox's own user. Both install the seccomp filter of seccomp.go.
 func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 	defer conn.Close()
 	dir, err := os.OpenFile(cfg.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -63,6 +69,9 @@ func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 			return fmt.Errorf("%w: share %s: %w", ErrServe, cfg.Dir, err)
 		}
 		hc.UID, hc.GID, hc.Chroot = int(st.Uid), int(st.Gid), true
+		if cfg.As != nil {
+			hc.UID, hc.GID = cfg.As.UID, cfg.As.GID
+		}
 	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
