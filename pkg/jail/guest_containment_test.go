@@ -15,7 +15,8 @@ import (
 
 // attackScript is guest root trying, through the share at $1, everything that would
 // leave a privileged file or a re-owned share on the host.
-const attackScript = `cd "$1" || exit 9
+const attackScript = `attack() (
+cd "$1" || exit 9
 cp /usr/bin/id s; chmod 4755 s; chmod g+s s; chmod u+s,g+s s
 cp /usr/bin/id s2; chmod 6755 s2; chown 0:0 s2; chown 1000:1000 s2
 install -m 4755 /usr/bin/id s3
@@ -28,6 +29,7 @@ chown 1000:1000 .; chmod 777 .; chmod 4777 .; chown -h 0:0 .
 mkdir d; mv d "$1"; mv "$1" /tmp/moved
 rm -rf swap; mkdir swap; mv swap swap.old; ln -s /etc swap; echo x > swap/crackbox-escape
 echo done
+) >/dev/null 2>&1
 `
 
 // checkShare walks a share on the host after the attack: nothing setuid/setgid, no
@@ -87,7 +89,7 @@ func TestShareContainment(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(vol, 0o750)
-		s := jailtest.Spec(t, "sh", "-c", attackScript+`sh -c "$0" /data >/dev/null 2>&1; echo vol-done`, wd)
+		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; attack /data; echo vol-done`, "sh", wd)
 		s.Workdir, s.Root = wd, true
 		s.Volumes = []jail.Volume{{Host: vol, Guest: "/data"}}
 		var out, errb bytes.Buffer
@@ -107,7 +109,7 @@ func TestShareContainment(t *testing.T) {
 		if err := os.Chown(wd, 4324, 4324); err != nil {
 			t.Fatal(err)
 		}
-		s := jailtest.Spec(t, "sh", "-c", attackScript, wd)
+		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; echo done`, "sh", wd)
 		s.Workdir, s.Root = wd, true
 		var out, errb bytes.Buffer
 		s.Stdout, s.Stderr = &out, &errb
