@@ -74,6 +74,14 @@ func mountShare(m control.Mount, target string, readOnly bool) error {
 	return nil
 }
 
+// mountAny mounts a share of any kind at target.
+func mountAny(ctx context.Context, m control.Mount, target string, readOnly bool) error {
+	if m.FSType == fsStream {
+		return mountStream(ctx, m, target, readOnly)
+	}
+	return mountShare(m, target, readOnly)
+}
+
 func shareErr(fstype, tag, target string, err error) error {
 	// 9p reports an unknown tag as ENOENT, virtio-fs as EINVAL.
 	if (fstype == "9p" && errors.Is(err, unix.ENOENT)) || (fstype == "virtiofs" && errors.Is(err, unix.EINVAL)) {
@@ -84,7 +92,7 @@ func shareErr(fstype, tag, target string, err error) error {
 
 // overlayLower mounts lower share i read-only in the staging area and a tmpfs-backed
 // overlay of it at target, so the command can write anywhere and nothing reaches the host.
-func overlayLower(i int, m control.Mount, target string) error {
+func overlayLower(ctx context.Context, i int, m control.Mount, target string) error {
 	dir := fmt.Sprintf("%s/%d", staging, i)
 	lower, upper, work := dir+"/lower", dir+"/upper", dir+"/work"
 	for _, d := range []string{lower, upper, work, target} {
@@ -92,7 +100,7 @@ func overlayLower(i int, m control.Mount, target string) error {
 			return err
 		}
 	}
-	if err := mountShare(m, lower, true); err != nil {
+	if err := mountAny(ctx, m, lower, true); err != nil {
 		return err
 	}
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
@@ -112,7 +120,7 @@ func checkTarget(what, p string) error {
 // buildRoot builds the command's root. hostview: an overlay per lower at its own path
 // in the initramfs root. rootfs: the lower with target "/" becomes a new root, the base
 // mounts move into it, and the process switches to it (MS_MOVE + chroot).
-func buildRoot(r control.Root) error {
+func buildRoot(ctx context.Context, r control.Root) error {
 	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
 		if !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("staging tmpfs: %w", err)
@@ -145,7 +153,7 @@ func buildRoot(r control.Root) error {
 		}
 		rootSeen = true
 		// The new root must exist before the lowers mounted inside it.
-		if err := overlayLower(i, m, prefix); err != nil {
+		if err := overlayLower(ctx, i, m, prefix); err != nil {
 			return err
 		}
 	}
@@ -156,7 +164,7 @@ func buildRoot(r control.Root) error {
 			continue
 		}
 		// Shares are independent; their virtio round trips overlap.
-		go func() { errs <- overlayLower(i, m, prefix+m.Target) }()
+		go func() { errs <- overlayLower(ctx, i, m, prefix+m.Target) }()
 	}
 	if r.Mode == "rootfs" && !rootSeen {
 		return errors.New("rootfs mode needs a lower with target /")
@@ -308,11 +316,7 @@ func mountShares(ctx context.Context, ms []control.Mount) error {
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
 			return fmt.Errorf("mount target %s: %w", m.Target, err)
 		}
-		mount := mountShare
-		if m.FSType == fsStream {
-			mount = func(m control.Mount, target string, ro bool) error { return mountStream(ctx, m, target, ro) }
-		}
-		if err := mount(m, m.Target, m.ReadOnly); err != nil {
+		if err := mountAny(ctx, m, m.Target, m.ReadOnly); err != nil {
 			return err
 		}
 	}

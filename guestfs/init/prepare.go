@@ -51,7 +51,7 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 }
 
 func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
-	if err := buildRoot(rs.Root); err != nil {
+	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
 	}
 	if err := makeSymlinks(rs.Root.Symlinks); err != nil {

@@ -147,7 +147,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, err
 	}
 	defer shareLog.Close()
-	shares := newStreamShares(p.userShare, diskQuota(s.DiskQuota), shareLog, rlog)
+	shares := newStreamShares(p, diskQuota(s.DiskQuota), shareLog, rlog)
 	defer shares.wait()
 
 	var startedAt time.Time

@@ -17,7 +17,7 @@ import (
 // a second stream for the same tag, or one for a tag the run has not, is refused.
 type streamShares struct {
 	mu     sync.Mutex
-	byTag  map[string]share
+	byTag  map[string]streamShare
 	served map[string]bool
 	quota  int64
 	logw   io.Writer
@@ -25,14 +25,25 @@ type streamShares struct {
 	wg     sync.WaitGroup
 }
 
-func newStreamShares(shares []share, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
-	s := &streamShares{byTag: map[string]share{}, served: map[string]bool{}, quota: quota, logw: logw, log: log}
-	for _, sh := range shares {
+func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
+	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log}
+	for _, sh := range p.userShare {
 		if sh.FS == FSStream {
-			s.byTag[sh.Tag] = sh
+			s.byTag[sh.Tag] = streamShare{share: sh}
+		}
+	}
+	for _, sh := range p.lowers {
+		if sh.FS == FSStream {
+			s.byTag[sh.Tag] = streamShare{share: sh, lower: true}
 		}
 	}
 	return s
+}
+
+// streamShare is a share and whether it is a lower of the root.
+type streamShare struct {
+	share
+	lower bool
 }
 
 // serve handles one guest stream; it returns when the share is unmounted or the run ends.
@@ -53,10 +64,15 @@ func (s *streamShares) serve(tag string, c net.Conn) {
 	if sh.ReadOnly {
 		q = 0
 	}
-	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Log: s.logw}
+	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Hide: sh.Hide, Log: s.logw}
 	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
-	// plain root, as each directory's owner.
-	if inv := InvokingUser(); os.Geteuid() == 0 && inv.UID != 0 {
+	// plain root, as each directory's owner. A host-view lower is read as nobody, so
+	// only world-readable files reach the guest.
+	switch inv := InvokingUser(); {
+	case os.Geteuid() != 0:
+	case sh.lower:
+		cfg.As = &sharefs.Ident{UID: NobodyUID, GID: NobodyGID}
+	case inv.UID != 0:
 		cfg.As = &sharefs.Ident{UID: inv.UID, GID: inv.GID}
 	}
 	if err := sharefs.Serve(cfg, c, s.log); err != nil {

@@ -74,6 +74,9 @@ func snapshotCompatible(in snapInput) (bool, string) {
 func snapLayout(shares []share, empty string) []vmShare {
 	var out []vmShare
 	for _, d := range hostViewDirs {
+		if d == streamLowerDir {
+			continue // served over the control session
+		}
 		host := d
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
 			host = empty

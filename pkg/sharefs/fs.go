@@ -30,6 +30,7 @@ type fsys struct {
 	root     int // O_PATH fd of the share's root directory
 	readOnly bool
 	quota    *quota
+	hidden   map[string]bool // rel paths that do not exist for the guest
 }
 
 // attacher hands out the share's root.

@@ -29,8 +29,11 @@ type Config struct {
 	Quota    int64 // bytes the share may grow by during the run; 0 = unbounded
 	// As is who serves the share when crackbox runs as root; nil = the directory's
 	// owner. Ignored otherwise: an unprivileged crackbox serves as itself.
-	As  *Ident
-	Log io.Writer
+	As *Ident
+	// Hide lists paths relative to Dir that the guest can neither open nor list, as
+	// if they did not exist (the host view's secrets).
+	Hide []string
+	Log  io.Writer
 }
 
 // Ident is a uid and gid.
@@ -42,6 +45,7 @@ type helperConfig struct {
 	Chroot   bool // crackbox is root: chroot into the share and drop to the owner
 	ReadOnly bool
 	Quota    int64
+	Hide     []string
 	Stage    int
 }
 
@@ -62,7 +66,7 @@ func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 		return fmt.Errorf("%w: share %s: %w", ErrServe, cfg.Dir, err)
 	}
 	defer dir.Close()
-	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Stage: 1}
+	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Hide: cfg.Hide, Stage: 1}
 	if os.Geteuid() == 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(dir.Fd()), &st); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"runtime"
 	"syscall"
 
@@ -154,7 +155,10 @@ func serveLocked(hc helperConfig) error {
 	if err := loadFilter(); err != nil {
 		return err
 	}
-	fs := &fsys{root: dirFD, readOnly: hc.ReadOnly}
+	fs := &fsys{root: dirFD, readOnly: hc.ReadOnly, hidden: map[string]bool{}}
+	for _, h := range hc.Hide {
+		fs.hidden[path.Clean(h)] = true
+	}
 	if hc.Quota > 0 {
 		fs.quota = &quota{limit: hc.Quota}
 	}

@@ -29,6 +29,9 @@ func (n *node) Walk(names []string) ([]p9.QID, p9.File, error) {
 			return nil, nil, err
 		}
 		rel = join(rel, name)
+		if n.fs.hidden[rel] {
+			return nil, nil, unix.ENOENT
+		}
 		st, err := n.fs.lstat(rel)
 		if err != nil {
 			return nil, nil, err
@@ -182,8 +185,8 @@ func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	var out p9.Dirents
 	for i := offset; i < uint64(len(n.names)) && len(out) < int(count); i++ {
 		var st unix.Stat_t
-		if unix.Fstatat(dfd, n.names[i], &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue // gone since the listing
+		if n.fs.hidden[join(n.rel, n.names[i])] || unix.Fstatat(dfd, n.names[i], &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // hidden, or gone since the listing
 		}
 		q := qidOf(&st)
 		out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: n.names[i], Offset: i + 1})

@@ -215,3 +215,51 @@ func TestQuota(t *testing.T) {
 		t.Fatalf("write after freeing room: %v", err)
 	}
 }
+
+// TestHide: hidden paths cannot be walked to or listed, even through the directory.
+func TestHide(t *testing.T) {
+	dir := t.TempDir()
+	for _, p := range []string{"machine-id", "ssh/key", "ssh/key.pub"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("secret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, guest := net.Pipe()
+	go Serve(Config{Dir: dir, ReadOnly: true, Hide: []string{"machine-id", "ssh/key"}, Log: os.Stderr}, host, slog.New(slog.DiscardHandler))
+	c, err := p9.NewClient(guest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	root, err := c.Attach("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]string{{"machine-id"}, {"ssh", "key"}} {
+		if _, _, err := root.Walk(p); err == nil {
+			t.Errorf("walked to hidden %v", p)
+		}
+	}
+	if _, _, err := root.Walk([]string{"ssh", "key.pub"}); err != nil {
+		t.Errorf("key.pub: %v", err)
+	}
+	for _, d := range [][]string{nil, {"ssh"}} {
+		f := walk(t, root, d...)
+		if _, _, err := f.Open(p9.ReadOnly); err != nil {
+			t.Fatal(err)
+		}
+		ents, err := f.Readdir(0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Name == "machine-id" || e.Name == "key" {
+				t.Errorf("%v lists hidden %s", d, e.Name)
+			}
+		}
+	}
+	if _, _, _, err := walk(t, root).Create("new", p9.WriteOnly, 0o644, 0, 0); err == nil {
+		t.Error("created a file in a read-only share")
+	}
+}
