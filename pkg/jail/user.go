@@ -47,25 +47,19 @@ type vmmIdentity struct {
 
 // vmmPlan is who runs QEMU and how the caller's shares (workdir, volumes) are served.
 //
-// The design, by how crackbox was started:
-//   - unprivileged: QEMU runs as the caller and serves every share over 9p itself; it can
-//     reach exactly what the caller can.
+// QEMU, by how crackbox was started:
+//   - unprivileged: QEMU runs as the caller.
 //   - root through sudo: QEMU drops to the invoking user (SUDO_UID/SUDO_GID, plus the kvm
-//     group when KVM is used) and serves every share over 9p. Files the guest writes land
-//     owned by that user whatever uid the guest claims, since 9p (security_model=none)
-//     creates them with QEMU's own uid; no root daemon serves guest requests.
+//     group when KVM is used).
 //   - plain root (the invoking user is root): QEMU drops to nobody with no supplementary
-//     groups. It shares /usr, /etc and /opt read-only over 9p, so it reads only their
-//     world-readable parts (never /etc/shadow, /root or /home). Its sockets live in a
-//     nobody-owned 0700 directory; kernel and initramfs reach it as inherited fds. The
-//     caller's shares are served by one virtiofsd per share, running as root inside its own
-//     namespace sandbox (pivot_root into the share), which creates files with the guest
-//     caller's uid/gid. Read-only shares get a read-only bind mount in a private mount
-//     namespace around virtiofsd, so the host enforces them whatever the guest does.
-//     virtiofsd runs without CAP_MKNOD, so no device nodes appear on the host. Caveat: a
-//     hostile guest kernel can claim uid 0 to virtiofsd, so in this mode it can create
-//     root-owned files (even setuid ones) in a read-write share; run crackbox through
-//     sudo, or unprivileged, to have shares written strictly as yourself.
+//     groups. It shares /usr and /opt read-only over 9p, so it reads only their
+//     world-readable parts. Its sockets live in a nobody-owned 0700 directory; kernel and
+//     initramfs reach it as inherited fds.
+//
+// In every mode the caller's shares (and the host view's /etc) are FSStream: served by
+// pkg/sharefs over the control session, one process per share running as the share's
+// owner (the invoking user through sudo) without capabilities, so guest root cannot
+// plant setuid files, device nodes or foreign owners on the host (sharestream.go).
 type vmmPlan struct {
 	ID     *vmmIdentity // nil: QEMU keeps crackbox's own identity
 	UserFS string       // how the caller's shares are served: FSStream (sharestream.go)
