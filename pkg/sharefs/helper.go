@@ -81,8 +81,15 @@ func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%w: socketpair: %w", ErrServe, err)
 	}
-	local := os.NewFile(uintptr(pair[0]), "share-host")
+	lf := os.NewFile(uintptr(pair[0]), "share-host")
 	remote := os.NewFile(uintptr(pair[1]), "share-helper")
+	// A net.Conn, so closing it interrupts a copy blocked reading it.
+	local, err := net.FileConn(lf)
+	lf.Close()
+	if err != nil {
+		remote.Close()
+		return fmt.Errorf("%w: socketpair: %w", ErrServe, err)
+	}
 	defer local.Close()
 
 	b, _ := json.Marshal(hc)
@@ -112,7 +119,7 @@ func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 }
 
 // splice copies both ways until one side ends, then closes both.
-func splice(a net.Conn, b *os.File) {
+func splice(a, b net.Conn) {
 	var once sync.Once
 	stop := func() { a.Close(); b.Close() }
 	var wg sync.WaitGroup

@@ -1,6 +1,8 @@
 package sharefs
 
 import (
+	"bytes"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -261,5 +263,41 @@ func TestHide(t *testing.T) {
 	}
 	if _, _, _, err := walk(t, root).Create("new", p9.WriteOnly, 0o644, 0, 0); err == nil {
 		t.Error("created a file in a read-only share")
+	}
+}
+
+// TestHelperLockedDown: the process serving a root-owned share (the owner stays uid 0)
+// holds no capability, has no_new_privs and a seccomp filter, and is chrooted into the
+// share.
+func TestHelperLockedDown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: checks the chroot and the capability drop")
+	}
+	dir := t.TempDir()
+	root := serveDir(t, dir, 0)
+	walk(t, root) // the server is up
+	var found bool
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if string(bytes.TrimRight(cmdline, "\x00")) != "crackbox-share" {
+			continue
+		}
+		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
+		if !bytes.Contains(status, []byte(fmt.Sprintf("PPid:\t%d\n", os.Getpid()))) {
+			continue
+		}
+		found = true
+		for _, want := range []string{"CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapInh:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2", "Uid:\t0\t0\t0\t0"} {
+			if !bytes.Contains(status, []byte(want)) {
+				t.Errorf("share server status lacks %q:\n%s", want, status)
+			}
+		}
+		if r, err := os.Readlink("/proc/" + e.Name() + "/root"); err != nil || r != dir {
+			t.Errorf("share server root is %q (%v), want %s", r, err, dir)
+		}
+	}
+	if !found {
+		t.Fatal("no share server process found")
 	}
 }
