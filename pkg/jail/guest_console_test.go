@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
@@ -49,15 +50,22 @@ func TestConsoleFloodCapped(t *testing.T) {
 	var size int64 = -1
 	var tail string
 	s.Stdout = &flagWriter{marker: "flooded", fn: func() {
-		logs, _ := filepath.Glob(filepath.Join(base, "*", "console.log"))
-		for _, l := range logs {
-			if st, err := os.Stat(l); err == nil {
-				size = st.Size()
-				b, _ := os.ReadFile(l)
-				tail = string(b[max(0, len(b)-200):])
+		// The UART drains after the guest's write returned: wait for the end marker.
+		go func() {
+			defer cancel()
+			for range 600 {
+				logs, _ := filepath.Glob(filepath.Join(base, "*", "console.log"))
+				for _, l := range logs {
+					if b, err := os.ReadFile(l); err == nil {
+						size, tail = int64(len(b)), string(b[max(0, len(b)-200):])
+					}
+				}
+				if strings.Contains(tail, "FLOOD-END") {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-		}
-		cancel()
+		}()
 	}}
 	_, _ = jailtest.RunContext(t, ctx, s)
 	if size < 0 {
