@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -299,5 +300,35 @@ func TestHelperLockedDown(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no share server process found")
+	}
+}
+
+// TestPolicyUnprivileged runs TestPolicy and TestQuota in a copy of this test binary as
+// uid 1000: the server then runs without chroot, as the caller, and the policy must hold
+// all the same.
+func TestPolicyUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs the unprivileged case by dropping from root")
+	}
+	dir, err := os.MkdirTemp("", "sharefs-unpriv-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sharefs.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", "^(TestPolicy|TestQuota|TestHide)$", "-test.count=1", "-test.v")
+	cmd.Env = []string{"TMPDIR=/tmp", "HOME=/"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, NoSetGroups: true}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestPolicy ")) || !bytes.Contains(out, []byte("--- PASS: TestQuota ")) {
+		t.Fatalf("as uid 1000: %v\n%s", err, out)
 	}
 }
