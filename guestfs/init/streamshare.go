@@ -44,7 +44,7 @@ func mountStream(ctx context.Context, m control.Mount, target string, readOnly b
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}
-	data := fmt.Sprintf("trans=fd,rfd=%d,wfd=%d,version=9p2000.L,msize=262144,access=client", fds[0], fds[0])
+	data := fmt.Sprintf("trans=fd,rfdno=%d,wfdno=%d,version=9p2000.L,msize=262144,access=client", fds[0], fds[0])
 	if readOnly {
 		// As for the device lowers: a read-only share does not change under the run.
 		data += ",cache=loose"

@@ -132,11 +132,12 @@ func TestDiskQuota(t *testing.T) {
 	s := jailtest.Spec(t, "sh", "-c", `dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
 	s.Workdir = wd
 	s.DiskQuota = 4 << 20
-	var out bytes.Buffer
-	s.Stdout, s.Stderr = &out, &out
+	var out, out2 bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out2
 	if _, err := jailtest.Run(t, s); err != nil {
 		t.Fatal(err)
 	}
+	out.WriteString(out2.String())
 	if !strings.Contains(out.String(), "No space left on device") || strings.Contains(out.String(), "dd=0") {
 		t.Errorf("guest output %q, want ENOSPC from dd", out.String())
 	}

@@ -221,12 +221,13 @@ func TestMasksHoldAgainstGuestRoot(t *testing.T) {
 umount -l /etc 2>/dev/null
 cat /etc/machine-id /etc/ssh/ssh_host_*_key 2>/dev/null; ls -a /etc /etc/ssh 2>/dev/null; echo end`)
 	s.Root = true
-	var out bytes.Buffer
-	s.Stdout, s.Stderr = &out, &out
+	var out, out2 bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out2
 	res, err := jailtest.Run(t, s)
 	if err != nil || !strings.Contains(out.String(), "end") {
-		t.Fatalf("exit %d err %v out %q", res.Exit, err, out.String())
+		t.Fatalf("exit %d err %v (%s) out %q %q", res.Exit, err, res.ExecError, out.String(), out2.String())
 	}
+	out.WriteString(out2.String())
 	if strings.Contains(out.String(), strings.TrimSpace(string(id))) {
 		t.Error("guest root read the host's /etc/machine-id")
 	}
