@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"time"
 
@@ -116,14 +115,4 @@ func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
 	}
 	log.Debug("share server ended", "dir", cfg.Dir, "err", err)
 	return nil
-}
-
-// splice copies both ways until one side ends, then closes both.
-func splice(a, b net.Conn) {
-	var once sync.Once
-	stop := func() { a.Close(); b.Close() }
-	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = io.Copy(a, b); once.Do(stop) })
-	wg.Go(func() { _, _ = io.Copy(b, a); once.Do(stop) })
-	wg.Wait()
 }
