@@ -76,6 +76,14 @@ func checkShare(t *testing.T, dir string, owner uint32, rootMode fs.FileMode) {
 	}
 }
 
+func modeOf(t *testing.T, p string) fs.FileMode {
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode()
+}
+
 // TestShareContainment runs guest root's attacks through a workdir and a volume, as
 // plain root (a root-owned workdir, a volume owned by a user) and through sudo.
 func TestShareContainment(t *testing.T) {
@@ -89,6 +97,7 @@ func TestShareContainment(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Chmod(vol, 0o750)
+		wdMode := modeOf(t, wd)
 		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; attack /data; echo vol-done`, "sh", wd)
 		s.Workdir, s.Root = wd, true
 		s.Volumes = []jail.Volume{{Host: vol, Guest: "/data"}}
@@ -98,7 +107,7 @@ func TestShareContainment(t *testing.T) {
 		if err != nil || !strings.Contains(out.String(), "vol-done") {
 			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
 		}
-		checkShare(t, wd, 0, fs.ModeDir|0o700)
+		checkShare(t, wd, 0, wdMode)
 		checkShare(t, vol, 4323, fs.ModeDir|0o750)
 	})
 	t.Run("sudo", func(t *testing.T) {
@@ -109,6 +118,7 @@ func TestShareContainment(t *testing.T) {
 		if err := os.Chown(wd, 4324, 4324); err != nil {
 			t.Fatal(err)
 		}
+		wdMode := modeOf(t, wd)
 		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; echo done`, "sh", wd)
 		s.Workdir, s.Root = wd, true
 		var out, errb bytes.Buffer
@@ -117,7 +127,7 @@ func TestShareContainment(t *testing.T) {
 		if err != nil || !strings.Contains(out.String(), "done") {
 			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
 		}
-		checkShare(t, wd, 4324, fs.ModeDir|0o700)
+		checkShare(t, wd, 4324, wdMode)
 	})
 	if now, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(now, passwd) {
 		t.Error("/etc/passwd changed on the host")
