@@ -229,12 +229,19 @@ func TestHide(t *testing.T) {
 		}
 	}
 	host, guest := net.Pipe()
-	go Serve(Config{Dir: dir, ReadOnly: true, Hide: []string{"machine-id", "ssh/key"}, Log: os.Stderr}, host, slog.New(slog.DiscardHandler))
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(Config{Dir: dir, ReadOnly: true, Hide: []string{"machine-id", "ssh/key"}, Log: os.Stderr}, host, slog.New(slog.DiscardHandler))
+	}()
 	c, err := p9.NewClient(guest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() {
+		c.Close()
+		guest.Close()
+		<-done
+	}()
 	root, err := c.Attach("")
 	if err != nil {
 		t.Fatal(err)
