@@ -82,7 +82,7 @@ func decisionSink(rec *runrec.Record, path string) (io.Writer, func(), error) {
 	if path == "-" {
 		return io.MultiWriter(rec.DecisionLog(), os.Stderr), func() {}, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := openAppendLog(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--log: %w", err)
 	}

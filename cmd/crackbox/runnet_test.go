@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/crackbox/crackbox/pkg/runrec"
 )
 
 func TestAllowList(t *testing.T) {
@@ -60,5 +64,51 @@ func TestCLIRequiresAllow(t *testing.T) {
 	cmd.Stderr = &errb
 	if code := exitCode(cmd.Run()); code != 125 || !strings.Contains(errb.String(), "none.invalid") || !strings.Contains(errb.String(), "--net none") {
 		t.Fatalf("exit %d stderr %q", code, errb.String())
+	}
+}
+
+// TestLogRefusesPlantedFiles: a guest that shares the directory of --log can plant a
+// symlink (to a host file) or a fifo there before the next run; neither is written.
+func TestLogRefusesPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "victim")
+	if err := os.WriteFile(target, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "link.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := (&runrec.Store{Dir: t.TempDir()}).Create(runrec.Manifest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"link.log", "sub/x.log", "fifo.log"} {
+		w, done, err := decisionSink(rec, filepath.Join(dir, name))
+		if err == nil {
+			fmt.Fprintln(w, "written")
+			done()
+			t.Errorf("--log %s: opened", name)
+		}
+	}
+	if b, _ := os.ReadFile(target); string(b) != "keep\n" {
+		t.Errorf("symlink target was written: %q", b)
+	}
+	w, done, err := decisionSink(rec, filepath.Join(dir, "ok.log"))
+	if err != nil {
+		t.Fatalf("plain file: %v", err)
+	}
+	fmt.Fprintln(w, "line")
+	done()
+	if b, _ := os.ReadFile(filepath.Join(dir, "ok.log")); string(b) != "line\n" {
+		t.Errorf("ok.log = %q", b)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -73,6 +74,14 @@ func mountShare(m control.Mount, target string, readOnly bool) error {
 	return nil
 }
 
+// mountAny mounts a share of any kind at target.
+func mountAny(ctx context.Context, m control.Mount, target string, readOnly bool) error {
+	if m.FSType == fsStream {
+		return mountStream(ctx, m, target, readOnly)
+	}
+	return mountShare(m, target, readOnly)
+}
+
 func shareErr(fstype, tag, target string, err error) error {
 	// 9p reports an unknown tag as ENOENT, virtio-fs as EINVAL.
 	if (fstype == "9p" && errors.Is(err, unix.ENOENT)) || (fstype == "virtiofs" && errors.Is(err, unix.EINVAL)) {
@@ -83,7 +92,7 @@ func shareErr(fstype, tag, target string, err error) error {
 
 // overlayLower mounts lower share i read-only in the staging area and a tmpfs-backed
 // overlay of it at target, so the command can write anywhere and nothing reaches the host.
-func overlayLower(i int, m control.Mount, target string) error {
+func overlayLower(ctx context.Context, i int, m control.Mount, target string) error {
 	dir := fmt.Sprintf("%s/%d", staging, i)
 	lower, upper, work := dir+"/lower", dir+"/upper", dir+"/work"
 	for _, d := range []string{lower, upper, work, target} {
@@ -91,7 +100,7 @@ func overlayLower(i int, m control.Mount, target string) error {
 			return err
 		}
 	}
-	if err := mountShare(m, lower, true); err != nil {
+	if err := mountAny(ctx, m, lower, true); err != nil {
 		return err
 	}
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
@@ -111,7 +120,7 @@ func checkTarget(what, p string) error {
 // buildRoot builds the command's root. hostview: an overlay per lower at its own path
 // in the initramfs root. rootfs: the lower with target "/" becomes a new root, the base
 // mounts move into it, and the process switches to it (MS_MOVE + chroot).
-func buildRoot(r control.Root) error {
+func buildRoot(ctx context.Context, r control.Root) error {
 	if err := unix.Mount("tmpfs", staging, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
 		if !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("staging tmpfs: %w", err)
@@ -144,7 +153,7 @@ func buildRoot(r control.Root) error {
 		}
 		rootSeen = true
 		// The new root must exist before the lowers mounted inside it.
-		if err := overlayLower(i, m, prefix); err != nil {
+		if err := overlayLower(ctx, i, m, prefix); err != nil {
 			return err
 		}
 	}
@@ -155,7 +164,7 @@ func buildRoot(r control.Root) error {
 			continue
 		}
 		// Shares are independent; their virtio round trips overlap.
-		go func() { errs <- overlayLower(i, m, prefix+m.Target) }()
+		go func() { errs <- overlayLower(ctx, i, m, prefix+m.Target) }()
 	}
 	if r.Mode == "rootfs" && !rootSeen {
 		return errors.New("rootfs mode needs a lower with target /")
@@ -299,7 +308,7 @@ func makeHome(rs *control.RunSpec) error {
 	return nil
 }
 
-func mountShares(ms []control.Mount) error {
+func mountShares(ctx context.Context, ms []control.Mount) error {
 	for _, m := range ms {
 		if err := checkTarget("mount", m.Target); err != nil {
 			return err
@@ -307,7 +316,7 @@ func mountShares(ms []control.Mount) error {
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
 			return fmt.Errorf("mount target %s: %w", m.Target, err)
 		}
-		if err := mountShare(m, m.Target, m.ReadOnly); err != nil {
+		if err := mountAny(ctx, m, m.Target, m.ReadOnly); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	}
 	netDone := make(chan error, 1)
 	go func() { netDone <- configureNet(rs.Net) }()
-	rootErr := b.buildFS(rs)
+	rootErr := b.buildFS(ctx, rs)
 	netErr := <-netDone
 	if err := <-b.loDone; err != nil {
 		b.log.Warn("loopback", "err", err)
@@ -53,8 +53,8 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	return nil
 }
 
-func (b *builder) buildFS(rs *control.RunSpec) error {
-	if err := buildRoot(rs.Root); err != nil {
+func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
+	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
 	}
 	if err := makeSymlinks(rs.Root.Symlinks); err != nil {
@@ -63,7 +63,7 @@ func (b *builder) buildFS(rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
-	if err := mountShares(rs.Mounts); err != nil {
+	if err := mountShares(ctx, rs.Mounts); err != nil {
 		return err
 	}
 	return applyMasks(rs.Root.Mask)

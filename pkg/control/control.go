@@ -32,6 +32,8 @@ const (
 	KindStderr = "stderr"
 	KindProxy  = "proxy"
 	KindMCP    = "mcp"
+	// KindShare prefixes a 9p share stream: "share:" + the share's tag.
+	KindShare = "share:"
 )
 
 // ErrBadHeader is returned when a stream does not start with a valid header line.

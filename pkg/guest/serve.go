@@ -64,6 +64,19 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, cfg Config) (control.Exit
 	return s.run(ctx)
 }
 
+// sessionKey carries the control session in the context Prepare gets.
+type sessionKey struct{}
+
+// OpenStream opens a stream of kind to the host from within Prepare (guest-init mounts
+// the host's shares over such streams).
+func OpenStream(ctx context.Context, kind string) (net.Conn, error) {
+	sess, ok := ctx.Value(sessionKey{}).(*yamux.Session)
+	if !ok {
+		return nil, errors.New("guest: no control session in this context")
+	}
+	return control.Open(sess, kind)
+}
+
 type session struct {
 	cfg     Config
 	sess    *yamux.Session
@@ -136,7 +149,7 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 		return s.finish(ctx, setupFailure(errors.New("guest: run message has an empty argv")))
 	}
 	if s.cfg.Prepare != nil {
-		if err := s.cfg.Prepare(ctx, rs); err != nil {
+		if err := s.cfg.Prepare(context.WithValue(ctx, sessionKey{}, s.sess), rs); err != nil {
 			return s.finish(ctx, setupFailure(err))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -139,5 +140,35 @@ func TestSudoSharesOwnedByInvoker(t *testing.T) {
 		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != uid || sys.Gid != uid {
 			t.Errorf("%s owned by %d:%d, want the invoking user %d", name, sys.Uid, sys.Gid, uid)
 		}
+	}
+}
+
+// TestMasksHoldAgainstGuestRoot: guest root undoes every mount it can and looks for the
+// host's machine-id and ssh host keys; the host never served them.
+func TestMasksHoldAgainstGuestRoot(t *testing.T) {
+	jailtest.Require(t)
+	id, err := os.ReadFile("/etc/machine-id")
+	if err != nil || len(bytes.TrimSpace(id)) == 0 {
+		testreq.Missing(t, "a host /etc/machine-id", "systemd-machine-id-setup")
+	}
+	s := jailtest.Spec(t, "sh", "-c", `for i in 1 2 3; do umount /etc/machine-id /etc/ssl/private /etc/shadow 2>/dev/null; done
+umount -l /etc 2>/dev/null
+cat /etc/machine-id /etc/ssh/ssh_host_*_key 2>/dev/null; ls -a /etc /etc/ssh 2>/dev/null; echo end`)
+	s.Root = true
+	var out, out2 bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out2
+	res, err := jailtest.Run(t, s)
+	if err != nil || !strings.Contains(out.String(), "end") {
+		t.Fatalf("exit %d err %v (%s) out %q %q", res.Exit, err, res.ExecError, out.String(), out2.String())
+	}
+	out.WriteString(out2.String())
+	if strings.Contains(out.String(), strings.TrimSpace(string(id))) {
+		t.Error("guest root read the host's /etc/machine-id")
+	}
+	if strings.Contains(out.String(), "PRIVATE KEY") {
+		t.Error("guest root read a host ssh key")
+	}
+	if strings.Contains(out.String(), "machine-id") {
+		t.Error("machine-id is listed in the guest's /etc")
 	}
 }

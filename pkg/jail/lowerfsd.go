@@ -18,6 +18,9 @@ func (v *vm) addLowers(p *plan, cfg *vmConfig, vmm *vmmIdentity, leaf *cgroupLea
 		}
 	}()
 	for i, l := range p.lowers {
+		if l.FS == FSStream {
+			continue // served over the control session, not a device
+		}
 		vs := vmShare{share: l}
 		if l.FS == FSVirtiofs {
 			if logf == nil {

@@ -99,11 +99,11 @@ func TestPickVMM(t *testing.T) {
 		id     *vmmIdentity
 		userFS string
 	}{
-		{"unprivileged keeps itself", 1000, alice, -1, nil, FS9P},
-		{"sudo drops to the invoking user", 0, alice, -1, &vmmIdentity{UID: 1000, GID: 1000}, FS9P},
-		{"sudo with kvm adds the kvm group", 0, alice, 108, &vmmIdentity{UID: 1000, GID: 1000, Groups: []uint32{108}}, FS9P},
-		{"plain root drops to a uid of the run's own", 0, root, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSVirtiofs},
-		{"plain root with kvm adds the device's group", 0, root, 36, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{36}, PerRun: true}, FSVirtiofs},
+		{"unprivileged keeps itself", 1000, alice, -1, nil, FSStream},
+		{"sudo drops to a uid of the run's own", 0, alice, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSStream},
+		{"sudo with kvm adds the device's group", 0, alice, 108, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{108}, PerRun: true}, FSStream},
+		{"plain root drops to a uid of the run's own", 0, root, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSStream},
+		{"plain root with kvm adds the device's group", 0, root, 36, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{36}, PerRun: true}, FSStream},
 	}
 	for _, c := range cases {
 		got := pickVMM(c.euid, c.inv, c.kvm)

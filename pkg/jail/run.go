@@ -55,10 +55,6 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if vmm.ID != nil && !vmm.ID.PerRun && len(p.userShare) == 0 {
-		// QEMU serves none of the caller's files, so it need not be the caller.
-		vmm.ID = perRunIdentity(vmm.ID.Groups)
-	}
 	cache := s.CacheDir
 	if cache == "" {
 		cache = CacheDir()
@@ -157,11 +153,19 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		conn.Close()
 	}()
 
+	shareLog, err := openRunLog(rd.path("shares.log"))
+	if err != nil {
+		return res, err
+	}
+	defer shareLog.Close()
+	shares := newStreamShares(p, diskQuota(s.DiskQuota), shareLog, rlog)
+	defer shares.wait()
+
 	var startedAt time.Time
 	var startedMu sync.Mutex
 	hooks := sessionHooks{
 		Signals: s.Signals, Resize: s.Resize,
-		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn,
+		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve,
 		Log: log,
 		Started: func(pid int) {
 			startedMu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/yamux"
@@ -26,10 +27,11 @@ type Stdio struct {
 }
 
 type sessionHooks struct {
-	Signals   <-chan int       // signal numbers to forward to the command
-	Resize    <-chan [2]uint16 // rows, cols for the pty
-	ProxyConn func(net.Conn)   // a guest connection to the in-guest proxy listener; nil = refuse
-	MCPConn   func(net.Conn)   // a connection to the in-guest MCP socket; nil = refuse
+	Signals   <-chan int                   // signal numbers to forward to the command
+	Resize    <-chan [2]uint16             // rows, cols for the pty
+	ProxyConn func(net.Conn)               // a guest connection to the in-guest proxy listener; nil = refuse
+	MCPConn   func(net.Conn)               // a connection to the in-guest MCP socket; nil = refuse
+	ShareConn func(tag string, c net.Conn) // a guest mounting a stream share; nil = refuse
 	Started   func(pid int)
 	Log       *slog.Logger
 }
@@ -211,6 +213,10 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
 			fn = h.ProxyConn
 		case control.KindMCP:
 			fn = h.MCPConn
+		default:
+			if tag, ok := strings.CutPrefix(kind, control.KindShare); ok && h.ShareConn != nil {
+				fn = func(c net.Conn) { h.ShareConn(tag, c) }
+			}
 		}
 		if fn == nil {
 			h.Log.Debug("guest stream refused", "kind", kind)

@@ -12,6 +12,9 @@ import (
 const (
 	FS9P       = "9p"
 	FSVirtiofs = "virtiofs"
+	// FSStream is a share served by crackbox's 9p server (pkg/sharefs) over a control
+	// stream rather than by a QEMU device.
+	FSStream = "9p-stream"
 )
 
 // share is one host directory the guest sees.
@@ -21,6 +24,8 @@ type share struct {
 	Target   string
 	ReadOnly bool
 	FS       string
+	// Hide lists paths under Host a FSStream share never shows the guest.
+	Hide []string
 }
 
 // hostViewDirs are shared read-only (with a tmpfs overlay in the guest) in host-view mode.
@@ -54,12 +59,26 @@ func hostMasks(root string) []string {
 	return out
 }
 
+// streamLowerDir is the host-view lower served by sharefs rather than QEMU: the one
+// that holds the secrets, which the server leaves out (a mask applied in the guest
+// is undone by guest root, or ignored by a hostile guest kernel).
+const streamLowerDir = "/etc"
+
 // hostViewShares returns the read-only lowers of the host view.
 func hostViewShares() []share {
 	var out []share
 	for _, d := range hostViewDirs {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			out = append(out, share{Tag: strings.TrimPrefix(d, "/"), Host: d, Target: d, ReadOnly: true, FS: FS9P})
+			s := share{Tag: strings.TrimPrefix(d, "/"), Host: d, Target: d, ReadOnly: true, FS: FS9P}
+			if d == streamLowerDir {
+				s.FS = FSStream
+				for _, m := range hostMasks("/") {
+					if rel, ok := strings.CutPrefix(m, d+"/"); ok {
+						s.Hide = append(s.Hide, rel)
+					}
+				}
+			}
+			out = append(out, s)
 		}
 	}
 	return out

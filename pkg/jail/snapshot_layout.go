@@ -50,14 +50,20 @@ func snapshotCompatible(in snapInput) (bool, string) {
 		return false, "a modular kernel"
 	case in.RootMode != "hostview":
 		return false, "root mode " + in.RootMode + " (only the host view)"
-	case len(in.Shares) > snapSlots:
-		return false, fmt.Sprintf("%d shares (the snapshot has %d slots)", len(in.Shares), snapSlots)
 	}
+	devices := 0
 	for _, s := range in.Shares {
-		if s.FS != FS9P {
+		switch s.FS {
+		case FSStream: // no device: mounted over the control session after the restore
+		case FS9P:
+			devices++
+		default:
 			// Plain root serves rw shares with virtiofsd; vhost-user-fs blocks migration.
 			return false, "share " + s.Target + " is " + s.FS
 		}
+	}
+	if devices > snapSlots {
+		return false, fmt.Sprintf("%d 9p shares (the snapshot has %d slots)", devices, snapSlots)
 	}
 	return true, ""
 }
@@ -68,16 +74,25 @@ func snapshotCompatible(in snapInput) (bool, string) {
 func snapLayout(shares []share, empty string) []vmShare {
 	var out []vmShare
 	for _, d := range hostViewDirs {
+		if d == streamLowerDir {
+			continue // served over the control session
+		}
 		host := d
 		if st, err := os.Stat(d); err != nil || !st.IsDir() {
 			host = empty
 		}
 		out = append(out, vmShare{share: share{Tag: strings.TrimPrefix(d, "/"), Host: host, Target: d, ReadOnly: true, FS: FS9P}})
 	}
+	var devs []share
+	for _, s := range shares {
+		if s.FS != FSStream {
+			devs = append(devs, s)
+		}
+	}
 	for i := 0; i < snapSlots; i++ {
 		s := share{Tag: "v" + strconv.Itoa(i), Host: empty, ReadOnly: true, FS: FS9P}
-		if i < len(shares) {
-			s = shares[i]
+		if i < len(devs) {
+			s = devs[i]
 		}
 		out = append(out, vmShare{share: s})
 	}

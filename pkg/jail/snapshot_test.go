@@ -27,6 +27,9 @@ func TestSnapshotCompatible(t *testing.T) {
 		{"modular kernel", func(in *snapInput) { in.Modular = true }, false, "modular"},
 		{"rootfs", func(in *snapInput) { in.RootMode = "rootfs" }, false, "rootfs"},
 		{"more shares than slots", func(in *snapInput) { in.Shares = []share{s9("/a"), s9("/b"), s9("/c")} }, false, "slots"},
+		{"stream shares need no slot", func(in *snapInput) {
+			in.Shares = []share{{Target: "/a", FS: FSStream}, {Target: "/b", FS: FSStream}, {Target: "/c", FS: FSStream}}
+		}, true, ""},
 		{"virtio-fs workdir", func(in *snapInput) { in.Shares = []share{{Target: "/w", FS: FSVirtiofs}} }, false, "virtiofs"},
 	}
 	for _, c := range cases {

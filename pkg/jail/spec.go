@@ -146,6 +146,11 @@ type Spec struct {
 	// idle guest instead of booting (snapshot.go).
 	Snapshot string
 
+	// DiskQuota is how many bytes each read-write share (workdir, volumes) may grow by
+	// during the run; 0 = DefaultDiskQuota, negative = unbounded. A guest that writes
+	// past it gets ENOSPC.
+	DiskQuota int64
+
 	// Started, when set, is called once the command runs in the guest.
 	Started func(pid int)
 }
@@ -171,5 +176,6 @@ type Result struct {
 // Defaults.
 const (
 	DefaultMemoryMiB = 512
+	DefaultDiskQuota = 10 << 30
 	DefaultPath      = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )

@@ -51,43 +51,32 @@ type vmmIdentity struct {
 
 // vmmPlan is who runs QEMU and how the caller's shares (workdir, volumes) are served.
 //
-// The design, by how crackbox was started:
-//   - unprivileged: QEMU runs as the caller and serves every share over 9p itself; it can
-//     reach exactly what the caller can.
-//   - root through sudo: QEMU drops to the invoking user (SUDO_UID/SUDO_GID, plus the kvm
-//     group when KVM is used) and serves every share over 9p. Files the guest writes land
-//     owned by that user whatever uid the guest claims, since 9p (security_model=none)
-//     creates them with QEMU's own uid; no root daemon serves guest requests.
-//   - plain root (the invoking user is root), or root through sudo when the run has no
-//     shares of the caller's: QEMU drops to a uid of the run's own (vmmuid.go), with
-//     only /dev/kvm's group when KVM is used. It shares /usr, /etc and /opt read-only over 9p, so it reads only their
-//     world-readable parts (never /etc/shadow, /root or /home). Its sockets live in a
-//     0700 directory owned by that uid; kernel and initramfs reach it as inherited fds. The
-//     caller's shares are served by one virtiofsd per share, running as root inside its own
-//     namespace sandbox (pivot_root into the share), which creates files with the guest
-//     caller's uid/gid. Read-only shares get a read-only bind mount in a private mount
-//     namespace around virtiofsd, so the host enforces them whatever the guest does.
-//     virtiofsd runs without CAP_MKNOD, so no device nodes appear on the host. Caveat: a
-//     hostile guest kernel can claim uid 0 to virtiofsd, so in this mode it can create
-//     root-owned files (even setuid ones) in a read-write share; run crackbox through
-//     sudo, or unprivileged, to have shares written strictly as yourself.
+// QEMU, by how crackbox was started:
+//   - unprivileged: QEMU runs as the caller.
+//   - root (plain or through sudo): QEMU drops to a uid of the run's own (vmmuid.go),
+//     with only /dev/kvm's group when KVM is used. It shares /usr and /opt read-only over
+//     9p, so it reads only their world-readable parts. Its sockets live in a 0700
+//     directory owned by that uid; kernel and initramfs reach it as inherited fds.
+//
+// In every mode the caller's shares (and the host view's /etc) are FSStream: served by
+// pkg/sharefs over the control session, one process per share running as the share's
+// owner (the invoking user through sudo) without capabilities, so guest root cannot
+// plant setuid files, device nodes or foreign owners on the host (sharestream.go). QEMU
+// serves none of the caller's files, so it never needs to be the caller.
 type vmmPlan struct {
 	ID     *vmmIdentity // nil: QEMU keeps crackbox's own identity
-	UserFS string       // FS9P or FSVirtiofs for the caller's shares
+	UserFS string       // how the caller's shares are served: FSStream (sharestream.go)
 }
 
-func pickVMM(euid int, inv User, kvmGID int) vmmPlan {
+func pickVMM(euid int, _ User, kvmGID int) vmmPlan {
 	if euid != 0 {
-		return vmmPlan{UserFS: FS9P}
+		return vmmPlan{UserFS: FSStream}
 	}
 	var groups []uint32
 	if kvmGID > 0 {
 		groups = []uint32{uint32(kvmGID)}
 	}
-	if inv.UID != 0 {
-		return vmmPlan{ID: &vmmIdentity{UID: uint32(inv.UID), GID: uint32(inv.GID), Groups: groups}, UserFS: FS9P}
-	}
-	return vmmPlan{ID: perRunIdentity(groups), UserFS: FSVirtiofs}
+	return vmmPlan{ID: perRunIdentity(groups), UserFS: FSStream}
 }
 
 // perRunIdentity is the placeholder for a uid claimed when the run starts.

@@ -18,7 +18,7 @@ type vm struct {
 	exited  chan struct{}
 	waitErr error
 	fsd     []*exec.Cmd
-	console *os.File
+	console *consoleLog
 	ctl     *net.UnixListener
 	qmp     *monitor
 	started time.Time
@@ -84,10 +84,12 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 		}
 	}
 
-	v.console, err = os.OpenFile(rd.path("console.log"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+	var conW *os.File
+	v.console, conW, err = startConsoleLog(rd.path("console.log"), consoleMax)
 	if err != nil {
 		return nil, err
 	}
+	defer conW.Close() // QEMU holds its own copy once started
 	qlog, err := os.OpenFile(rd.path("qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
@@ -108,6 +110,9 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	for i, s := range p.userShare {
 		if st.layout != nil {
 			break
+		}
+		if s.FS == FSStream {
+			continue // served over the control session, not a device
 		}
 		vs := vmShare{share: s}
 		if s.FS == FSVirtiofs {
@@ -144,7 +149,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	if v.cmd, err = qemuCommand(st, cfg, rd, args); err != nil {
 		return nil, err
 	}
-	v.cmd.Stdout = v.console
+	v.cmd.Stdout = conW
 	v.cmd.Stderr = qlog
 	v.cmd.ExtraFiles = files
 	v.started = time.Now()
@@ -214,7 +219,7 @@ func (v *vm) shutdown(grace time.Duration) {
 		}
 	}
 	if v.console != nil {
-		v.console.Close()
+		v.console.close()
 	}
 }
 
@@ -237,9 +242,5 @@ func (v *vm) waitExit(d time.Duration) bool {
 
 // tail returns up to n bytes from the end of a run dir file.
 func (v *vm) tail(name string, n int64) string {
-	b, _ := os.ReadFile(v.rd.path(name))
-	if int64(len(b)) > n {
-		b = b[int64(len(b))-n:]
-	}
-	return string(b)
+	return tailFile(v.rd.path(name), n)
 }

@@ -1,0 +1,157 @@
+package jail_test
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+)
+
+// attackScript is guest root trying, through the share at $1, everything that would
+// leave a privileged file or a re-owned share on the host.
+const attackScript = `attack() (
+cd "$1" || exit 9
+cp /usr/bin/id s; chmod 4755 s; chmod g+s s; chmod u+s,g+s s
+cp /usr/bin/id s2; chmod 6755 s2; chown 0:0 s2; chown 1000:1000 s2
+install -m 4755 /usr/bin/id s3
+perl -MFcntl -e 'umask 0; sysopen(F, "s4", O_CREAT|O_WRONLY, 06755); mkdir("sgid", 02777)'
+setcap cap_setuid,cap_dac_override+ep s2
+mknod blk b 8 0; mknod chr c 1 3
+ln /etc/passwd hardlink
+ln -s / rootlink; ln -s /etc/passwd pwlink; chmod 4777 pwlink; chown 0:0 pwlink
+chown 1000:1000 .; chmod 777 .; chmod 4777 .; chown -h 0:0 .
+mkdir d; mv d "$1"; mv "$1" /tmp/moved
+rm -rf swap; mkdir swap; mv swap swap.old; ln -s /etc swap; echo x > swap/crackbox-escape
+echo done
+) >/dev/null 2>&1
+`
+
+// checkShare walks a share on the host after the attack: nothing setuid/setgid, no
+// device node, every entry owned by owner, the share's root unchanged.
+func checkShare(t *testing.T, dir string, owner uint32, rootMode fs.FileMode) {
+	t.Helper()
+	st, err := os.Lstat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); sys.Uid != owner || st.Mode() != rootMode {
+		t.Errorf("share root %s is now %v owned by %d, was %v owned by %d", dir, st.Mode(), sys.Uid, rootMode, owner)
+	}
+	var names []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		names = append(names, strings.TrimPrefix(p, dir+"/"))
+		sys := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case sys.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0:
+			t.Errorf("%s is setuid/setgid on the host: %v", p, fi.Mode())
+		case fi.Mode()&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+			t.Errorf("%s is a device node on the host", p)
+		case sys.Uid != owner:
+			t.Errorf("%s is owned by %d on the host, want %d", p, sys.Uid, owner)
+		}
+		if sz, _ := syscall.Getxattr(p, "security.capability", make([]byte, 64)); sz > 0 {
+			t.Errorf("%s has file capabilities on the host", p)
+		}
+		return nil
+	})
+	if len(names) < 3 {
+		t.Errorf("the attack left only %v: did the guest write at all?", names)
+	}
+	if _, err := os.Lstat("/etc/crackbox-escape"); err == nil {
+		os.Remove("/etc/crackbox-escape")
+		t.Error("a symlink swap wrote /etc/crackbox-escape on the host")
+	}
+}
+
+func modeOf(t *testing.T, p string) fs.FileMode {
+	st, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode()
+}
+
+// TestShareContainment runs guest root's attacks through a workdir and a volume, as
+// plain root (a root-owned workdir, a volume owned by a user) and through sudo.
+func TestShareContainment(t *testing.T) {
+	jailtest.Require(t)
+	passwd, _ := os.ReadFile("/etc/passwd")
+	t.Run("plain root", func(t *testing.T) {
+		t.Parallel()
+		wd, vol := t.TempDir(), t.TempDir()
+		os.Chmod(filepath.Dir(vol), 0o755)
+		if err := os.Chown(vol, 4323, 4323); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(vol, 0o750)
+		wdMode := modeOf(t, wd)
+		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; attack /data; echo vol-done`, "sh", wd)
+		s.Workdir, s.Root = wd, true
+		s.Volumes = []jail.Volume{{Host: vol, Guest: "/data"}}
+		var out, errb bytes.Buffer
+		s.Stdout, s.Stderr = &out, &errb
+		res, err := jailtest.Run(t, s)
+		if err != nil || !strings.Contains(out.String(), "vol-done") {
+			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+		}
+		checkShare(t, wd, 0, wdMode)
+		checkShare(t, vol, 4323, fs.ModeDir|0o750)
+	})
+	t.Run("sudo", func(t *testing.T) {
+		t.Setenv("SUDO_UID", "4324")
+		t.Setenv("SUDO_GID", "4324")
+		wd := t.TempDir()
+		os.Chmod(filepath.Dir(wd), 0o755)
+		if err := os.Chown(wd, 4324, 4324); err != nil {
+			t.Fatal(err)
+		}
+		wdMode := modeOf(t, wd)
+		s := jailtest.Spec(t, "sh", "-c", attackScript+`attack "$1"; echo done`, "sh", wd)
+		s.Workdir, s.Root = wd, true
+		var out, errb bytes.Buffer
+		s.Stdout, s.Stderr = &out, &errb
+		res, err := jailtest.Run(t, s)
+		if err != nil || !strings.Contains(out.String(), "done") {
+			t.Fatalf("exit %d err %v stdout %q stderr %q", res.Exit, err, out.String(), errb.String())
+		}
+		checkShare(t, wd, 4324, wdMode)
+	})
+	if now, _ := os.ReadFile("/etc/passwd"); !bytes.Equal(now, passwd) {
+		t.Error("/etc/passwd changed on the host")
+	}
+}
+
+// TestDiskQuota writes past --disk-quota: the guest gets ENOSPC and the host file stops
+// at the quota.
+func TestDiskQuota(t *testing.T) {
+	jailtest.Require(t)
+	wd := t.TempDir()
+	s := jailtest.Spec(t, "sh", "-c", `dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
+	s.Workdir = wd
+	s.DiskQuota = 4 << 20
+	var out, out2 bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out2
+	if _, err := jailtest.Run(t, s); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteString(out2.String())
+	if !strings.Contains(out.String(), "No space left on device") || strings.Contains(out.String(), "dd=0") {
+		t.Errorf("guest output %q, want ENOSPC from dd", out.String())
+	}
+	if st, err := os.Stat(filepath.Join(wd, "big")); err != nil || st.Size() > 4<<20 {
+		t.Errorf("big on the host: %v, %v; quota 4 MiB", st, err)
+	}
+}

@@ -1,0 +1,219 @@
+package sharefs
+
+import (
+	"os"
+	"path"
+
+	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
+)
+
+// node is one fid: a path relative to the share's root, re-walked for every operation,
+// and an open fd once the guest opened it.
+type node struct {
+	p9.DefaultWalkGetAttr
+	fs    *fsys
+	rel   string
+	fd    int // -1 or 0 until opened
+	open  bool
+	names []string // directory listing taken at the first readdir
+}
+
+var _ p9.File = (*node)(nil)
+
+func (n *node) Walk(names []string) ([]p9.QID, p9.File, error) {
+	rel := n.rel
+	var qids []p9.QID
+	for _, name := range names {
+		if err := validName(name); err != nil {
+			return nil, nil, err
+		}
+		rel = join(rel, name)
+		if n.fs.hidden[rel] {
+			return nil, nil, unix.ENOENT
+		}
+		st, err := n.fs.lstat(rel)
+		if err != nil {
+			return nil, nil, err
+		}
+		qids = append(qids, qidOf(&st))
+	}
+	if len(names) == 0 {
+		if _, err := n.fs.lstat(rel); err != nil {
+			return nil, nil, err
+		}
+	}
+	return qids, &node{fs: n.fs, rel: rel}, nil
+}
+
+func (n *node) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
+	var st unix.Stat_t
+	var err error
+	if n.open {
+		err = unix.Fstat(n.fd, &st)
+	} else {
+		st, err = n.fs.lstat(n.rel)
+	}
+	if err != nil {
+		return p9.QID{}, p9.AttrMask{}, p9.Attr{}, err
+	}
+	return qidOf(&st), p9.AttrMaskAll, attrOf(&st), nil
+}
+
+func (n *node) StatFS() (p9.FSStat, error) {
+	var s unix.Statfs_t
+	if err := unix.Fstatfs(n.fs.root, &s); err != nil {
+		return p9.FSStat{}, err
+	}
+	out := p9.FSStat{Type: v9fsMagic, BlockSize: uint32(s.Bsize), Blocks: s.Blocks, BlocksFree: s.Bfree,
+		BlocksAvailable: s.Bavail, Files: s.Files, FilesFree: s.Ffree, NameLength: 255}
+	n.fs.quota.statfs(&out)
+	return out, nil
+}
+
+func (n *node) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
+	flags := int(mode) & (unix.O_ACCMODE | unix.O_TRUNC | unix.O_DIRECTORY)
+	if flags&unix.O_ACCMODE != unix.O_RDONLY || flags&unix.O_TRUNC != 0 {
+		if n.fs.readOnly {
+			return p9.QID{}, 0, unix.EROFS
+		}
+	}
+	if flags&unix.O_TRUNC != 0 {
+		st, err := n.fs.lstat(n.rel)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			n.fs.quota.release(st.Size)
+		}
+	}
+	fd, err := n.fs.open(n.rel, flags, 0)
+	if err != nil {
+		return p9.QID{}, 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return p9.QID{}, 0, err
+	}
+	n.fd, n.open = fd, true
+	return qidOf(&st), 0, nil
+}
+
+func (n *node) ReadAt(p []byte, off int64) (int, error) {
+	if !n.open {
+		return 0, unix.EBADF
+	}
+	return unix.Pread(n.fd, p, off)
+}
+
+func (n *node) WriteAt(p []byte, off int64) (int, error) {
+	if !n.open {
+		return 0, unix.EBADF
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(n.fd, &st); err != nil {
+		return 0, err
+	}
+	grow := max(0, off+int64(len(p))-st.Size)
+	if !n.fs.quota.reserve(grow) {
+		return 0, unix.ENOSPC
+	}
+	w, err := unix.Pwrite(n.fd, p, off)
+	if w < len(p) {
+		n.fs.quota.release(grow - max(0, off+int64(max(w, 0))-st.Size))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return w, nil
+}
+
+func (n *node) FSync() error {
+	if !n.open {
+		return nil
+	}
+	return unix.Fsync(n.fd)
+}
+
+func (n *node) Close() error {
+	if n.open {
+		n.open = false
+		return unix.Close(n.fd)
+	}
+	return nil
+}
+
+// Lock is advisory and local to the guest: the host keeps no lock for it.
+func (n *node) Lock(int, p9.LockType, p9.LockFlags, uint64, uint64, string) (p9.LockStatus, error) {
+	return p9.LockStatusOK, nil
+}
+
+func (n *node) Readlink() (string, error) {
+	dfd, name, err := n.fs.parent(n.rel)
+	if err != nil {
+		return "", unix.EINVAL
+	}
+	defer unix.Close(dfd)
+	buf := make([]byte, unix.PathMax)
+	k, err := unix.Readlinkat(dfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:k]), nil
+}
+
+func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
+	if !n.open {
+		return nil, unix.EBADF
+	}
+	if offset == 0 || n.names == nil {
+		fd, err := n.fs.open(n.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), "dir")
+		names, err := f.Readdirnames(-1)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		n.names = names
+	}
+	dfd, err := n.fs.walkDir(n.rel)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	var out p9.Dirents
+	for i := offset; i < uint64(len(n.names)) && len(out) < int(count); i++ {
+		var st unix.Stat_t
+		if n.fs.hidden[join(n.rel, n.names[i])] || unix.Fstatat(dfd, n.names[i], &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // hidden, or gone since the listing
+		}
+		q := qidOf(&st)
+		out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: n.names[i], Offset: i + 1})
+	}
+	return out, nil
+}
+
+func (n *node) Renamed(newDir p9.File, newName string) {
+	n.rel = join(newDir.(*node).rel, newName)
+}
+
+func (n *node) Rename(newDir p9.File, newName string) error {
+	d, ok := newDir.(*node)
+	if !ok {
+		return unix.EXDEV
+	}
+	dir, name := path.Split(n.rel)
+	if n.rel == "." {
+		return unix.EBUSY
+	}
+	return (&node{fs: n.fs, rel: cleanDir(dir)}).RenameAt(name, d, newName)
+}
+
+// cleanDir turns path.Split's directory part into a rel.
+func cleanDir(dir string) string {
+	if dir == "" {
+		return "."
+	}
+	return path.Clean(dir)
+}
