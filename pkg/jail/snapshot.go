@@ -45,7 +45,8 @@ const snapReadyMarker = "waiting for run spec"
 // Bounds for making and restoring a snapshot.
 const (
 	snapBootTimeout    = 90 * time.Second
-	snapSettle         = 300 * time.Millisecond // from the marker to guest-init blocked reading
+	snapIdleTimeout    = 5 * time.Second        // from the marker to every vCPU halted (vcpuidle.go)
+	snapSettle         = 300 * time.Millisecond // instead, where the vCPU threads cannot be watched
 	snapMigrateTimeout = 60 * time.Second
 	snapLockTimeout    = 3 * time.Minute
 	snapRestoreTimeout = 30 * time.Second
@@ -212,7 +213,15 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	if err := v.waitConsole(ctx, snapReadyMarker, snapBootTimeout); err != nil {
 		return fail(err)
 	}
-	time.Sleep(snapSettle)
+	settle := time.Now()
+	idle, err := waitVCPUsIdle(ctx, v.cmd.Process.Pid, snapIdleTimeout)
+	switch {
+	case errors.Is(err, errNoVCPUThreads):
+		time.Sleep(snapSettle)
+	case err != nil:
+		return err
+	}
+	sr.log.Debug("snapshot guest settled", "idle", idle, "waited", time.Since(settle).Round(time.Millisecond))
 
 	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
 	if err != nil {
