@@ -213,21 +213,24 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	if err := v.waitConsole(ctx, snapReadyMarker, snapBootTimeout); err != nil {
 		return fail(err)
 	}
+	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
+	if err != nil {
+		return err
+	}
+	defer q.close()
 	settle := time.Now()
-	idle, err := waitVCPUsIdle(ctx, v.cmd.Process.Pid, snapIdleTimeout)
+	tids, err := q.vcpuThreadIDs()
+	if err != nil {
+		return err
+	}
+	idle, err := waitVCPUsIdle(ctx, v.cmd.Process.Pid, tids, snapIdleTimeout)
 	switch {
 	case errors.Is(err, errNoVCPUThreads):
 		time.Sleep(snapSettle)
 	case err != nil:
 		return err
 	}
-	sr.log.Debug("snapshot guest settled", "idle", idle, "waited", time.Since(settle).Round(time.Millisecond))
-
-	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
-	if err != nil {
-		return err
-	}
-	defer q.close()
+	sr.log.Debug("snapshot guest settled", "idle", idle, "vcpus", len(tids), "waited", time.Since(settle).Round(time.Millisecond))
 	tmp, err := os.CreateTemp(sr.dir, sr.key+".snap.tmp-*")
 	if err != nil {
 		return err

@@ -14,8 +14,9 @@ import (
 // Before a snapshot is taken the guest should have settled: guest-init printed that it
 // waits for the RunSpec, and its last goroutines and the kernel's deferred work should
 // be done, so a restored guest starts with nothing left over. The guest's own signal
-// for that is the idle loop: every vCPU halts, and QEMU's vCPU threads ("CPU 0/TCG",
-// "CPU 0/KVM") sleep instead of running. waitIdle watches those threads from the host.
+// for that is the idle loop: every vCPU halts, and QEMU's vCPU threads (their ids come
+// from QMP query-cpus-fast) sleep instead of running. waitVCPUsIdle watches them from
+// the host.
 const (
 	idlePoll    = 5 * time.Millisecond
 	idleSamples = 3                      // consecutive quiet polls
@@ -28,16 +29,16 @@ type vcpuSample struct {
 	run   uint64 // ns on a CPU, from schedstat
 }
 
-// vcpuThreads returns the /proc task directories of pid's vCPU threads.
-func vcpuThreads(pid int) []string {
-	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*"))
+// vcpuTasks returns the /proc task directories of pid's threads tids, or nil when one
+// is not there (QEMU in another pid namespace reports ids this process cannot see).
+func vcpuTasks(pid int, tids []int) []string {
 	var out []string
-	for _, t := range tasks {
-		comm, err := os.ReadFile(filepath.Join(t, "comm"))
-		c := strings.TrimSpace(string(comm))
-		if err == nil && (strings.HasSuffix(c, "/TCG") || strings.HasSuffix(c, "/KVM")) {
-			out = append(out, t)
+	for _, tid := range tids {
+		t := filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(tid))
+		if _, err := os.Stat(t); err != nil {
+			return nil
 		}
+		out = append(out, t)
 	}
 	return out
 }
@@ -69,12 +70,12 @@ func readVCPU(task string) (vcpuSample, bool) {
 // errNoVCPUThreads: the process shows no vCPU threads this process can read.
 var errNoVCPUThreads = errors.New("no readable vcpu threads")
 
-// waitVCPUsIdle waits until every vCPU thread of pid has been asleep, or run less than
-// idleRunMax, for idleSamples polls in a row. It returns false when timeout or ctx ends
-// first, and errNoVCPUThreads when it cannot watch pid's vCPUs (the caller then waits a
-// fixed time instead).
-func waitVCPUsIdle(ctx context.Context, pid int, timeout time.Duration) (bool, error) {
-	tasks := vcpuThreads(pid)
+// waitVCPUsIdle waits until every vCPU thread (tids) of pid has been asleep, or run
+// less than idleRunMax, for idleSamples polls in a row. It returns false when timeout or
+// ctx ends first, and errNoVCPUThreads when it cannot watch them (the caller then waits
+// a fixed time instead).
+func waitVCPUsIdle(ctx context.Context, pid int, tids []int, timeout time.Duration) (bool, error) {
+	tasks := vcpuTasks(pid, tids)
 	if len(tasks) == 0 {
 		return false, errNoVCPUThreads
 	}
