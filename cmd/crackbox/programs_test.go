@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // The programs a CI script or an agent runs, each doing something that needs a real
@@ -192,28 +194,35 @@ func TestGuestPrograms(t *testing.T) {
 		withJava = true
 	}
 
-	slot(t)
-	slot(t)
-	// Under TCG on a loaded 2-core machine Claude Code alone takes minutes to start.
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
 	common := []string{"--config", cfg, "--root", "--net", "proxy-only", "--timeout", "20m",
 		"-v", u.caDir + ":/cbxca:ro", "--allow", "good.test,git.test"}
 	var extra []string
 	if !strings.HasPrefix(goroot, "/usr/") && !strings.HasPrefix(goroot, "/opt/") {
 		extra = []string{"-v", goroot + ":" + goroot + ":ro"}
 	}
-	node := netRun(t, ctx, nodeWD, t.TempDir(), append(common, "--", "sh", "node.sh", "/cbxca/ca.pem")...)
-	tools := netRun(t, ctx, toolsWD, t.TempDir(), append(append(common, extra...), "--", "sh", "tools.sh", "/cbxca/ca.pem", goroot)...)
+	// Each guest takes its own slot when one is free; neither holds one while it waits
+	// for another. Under TCG on a loaded 2-core machine Claude Code alone takes minutes.
+	guest := func(wd string, args []string, stdout, stderr *bytes.Buffer, code *int, done chan<- struct{}) {
+		defer close(done)
+		release, err := jailtest.Acquire(context.Background())
+		if err != nil {
+			*code = -1
+			return
+		}
+		defer release()
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+		defer cancel()
+		cmd := netRun(t, ctx, wd, t.TempDir(), append(common, args...)...)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		*code = exitCode(cmd.Run())
+	}
 	var nOut, nErr, tOut, tErr bytes.Buffer
-	node.Stdout, node.Stderr, tools.Stdout, tools.Stderr = &nOut, &nErr, &tOut, &tErr
-	if err := node.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tools.Start(); err != nil {
-		t.Fatal(err)
-	}
-	nCode, tCode := exitCode(node.Wait()), exitCode(tools.Wait())
+	var nCode, tCode int
+	nDone, tDone := make(chan struct{}), make(chan struct{})
+	go guest(nodeWD, []string{"--", "sh", "node.sh", "/cbxca/ca.pem"}, &nOut, &nErr, &nCode, nDone)
+	go guest(toolsWD, append(extra, "--", "sh", "tools.sh", "/cbxca/ca.pem", goroot), &tOut, &tErr, &tCode, tDone)
+	<-nDone
+	<-tDone
 	t.Logf("node guest exit %d\nstdout:\n%s\nstderr:\n%s", nCode, nOut.String(), nErr.String())
 	t.Logf("tools guest exit %d\nstdout:\n%s\nstderr:\n%s", tCode, tOut.String(), tErr.String())
 	if nCode != 0 || tCode != 0 {
