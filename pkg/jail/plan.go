@@ -37,8 +37,8 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	if p.cpus == 0 {
 		p.cpus = 1
 	}
-	if p.cpus < 0 || p.cpus > 64 {
-		return nil, fmt.Errorf("%w: cpus %d: use 1 to 64", ErrBadSpec, s.CPUs)
+	if p.cpus < 0 || p.cpus > MaxCPUs {
+		return nil, fmt.Errorf("%w: cpus %d: use 1 to %d", ErrBadSpec, s.CPUs, MaxCPUs)
 	}
 	if p.memMiB == 0 {
 		p.memMiB = DefaultMemoryMiB

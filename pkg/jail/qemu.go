@@ -45,6 +45,18 @@ type vmShare struct {
 	Sock string
 }
 
+// cpuModel is the guest CPU for an accelerator. KVM passes the host CPU through. Under
+// TCG QEMU's default model has neither SSE4.2, POPCNT nor AVX2, so binaries built for
+// x86-64-v2/v3 (Bun-compiled CLIs such as Claude Code, many wheels) die with SIGILL;
+// "max" is everything TCG emulates. Its migratable default drops what a snapshot could
+// not carry, and a snapshot is only restored by the QEMU binary that made it.
+func cpuModel(accel string) string {
+	if accel == AccelKVM {
+		return "host"
+	}
+	return "max"
+}
+
 // kernelCmdline is the guest kernel command line.
 func kernelCmdline(accel, machine string, khz int, debug bool) string {
 	parts := []string{"console=ttyS0", "reboot=t", "panic=-1", "8250.nr_uarts=1",
@@ -81,9 +93,9 @@ func (c vmConfig) args() []string {
 	a := []string{"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-sandbox", sandboxOpt}
 	if c.Accel == AccelKVM {
-		a = append(a, "-accel", "kvm", "-cpu", "host")
+		a = append(a, "-accel", "kvm", "-cpu", cpuModel(c.Accel))
 	} else {
-		a = append(a, "-accel", "tcg,tb-size=32")
+		a = append(a, "-accel", "tcg,tb-size=32", "-cpu", cpuModel(c.Accel))
 	}
 	usesVirtiofs := false
 	for _, s := range c.Shares {

@@ -25,7 +25,7 @@ func TestQEMUArgs(t *testing.T) {
 		{"microvm tcg", func(*vmConfig) {}, []string{
 			"-nodefaults", "-no-user-config", "-no-reboot", "-display none",
 			"-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-			"-accel tcg,tb-size=32",
+			"-accel tcg,tb-size=32 -cpu max",
 			"-M microvm,pit=on,pic=on,rtc=on,acpi=off,x-option-roms=off,memory-backend=mem",
 			"-object memory-backend-memfd,id=mem,size=256M,share=on",
 			"-global virtio-mmio.force-legacy=false",
@@ -40,7 +40,7 @@ func TestQEMUArgs(t *testing.T) {
 			"-chardev socket,id=fs1,path=/run/x/vm/fs0.sock",
 			"-device vhost-user-fs-device,chardev=fs1,tag=v0",
 		}, []string{"-cpu host", "-netdev"}},
-		{"kvm", func(c *vmConfig) { c.Accel = AccelKVM }, []string{"-accel kvm -cpu host"}, []string{"tcg"}},
+		{"kvm", func(c *vmConfig) { c.Accel = AccelKVM }, []string{"-accel kvm -cpu host"}, []string{"tcg", "-cpu max"}},
 		{"q35 uses pci devices", func(c *vmConfig) { c.Machine = MachineQ35 }, []string{
 			"-M q35,memory-backend=mem", "-device virtio-serial-pci,id=vser", "-device virtio-rng-pci",
 			"-device virtio-9p-pci,fsdev=fs0", "-device vhost-user-fs-pci,chardev=fs1",

@@ -63,6 +63,9 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := checkKernelCPUs(kernel, p.cpus); err != nil {
+		return res, err
+	}
 	mk, err := probeKernel(kernel)
 	if err == nil {
 		err = mk.adapt(p, os.Geteuid())

@@ -45,7 +45,8 @@ const snapReadyMarker = "waiting for run spec"
 // Bounds for making and restoring a snapshot.
 const (
 	snapBootTimeout    = 90 * time.Second
-	snapSettle         = 300 * time.Millisecond // from the marker to guest-init blocked reading
+	snapIdleTimeout    = 5 * time.Second        // from the marker to every vCPU halted (vcpuidle.go)
+	snapSettle         = 300 * time.Millisecond // instead, where the vCPU threads cannot be watched
 	snapMigrateTimeout = 60 * time.Second
 	snapLockTimeout    = 3 * time.Minute
 	snapRestoreTimeout = 30 * time.Second
@@ -63,6 +64,45 @@ type snapRun struct {
 
 func (sr *snapRun) path() string { return filepath.Join(sr.dir, sr.key+".snap") }
 
+// failedPath is the marker of a snapshot that could not be made or restored on this key;
+// it holds the reason.
+func (sr *snapRun) failedPath() string { return filepath.Join(sr.dir, sr.key+".failed") }
+
+// snapRetryFailed is how long a failure marker holds: within it every run of the key
+// boots cold at once instead of paying for another snapshot boot that fails the same way.
+// A different QEMU, kernel, initramfs, host CPU or argument is another key and tries again.
+const snapRetryFailed = 24 * time.Hour
+
+// errSnapFailedBefore: the key has a fresh failure marker.
+var errSnapFailedBefore = errors.New("snapshot failed before on this key")
+
+// failedBefore returns the recorded reason while the marker is fresh.
+func (sr *snapRun) failedBefore() (string, bool) {
+	st, err := os.Stat(sr.failedPath())
+	if err != nil || time.Since(st.ModTime()) > snapRetryFailed {
+		return "", false
+	}
+	b, _ := os.ReadFile(sr.failedPath())
+	return strings.TrimSpace(string(b)), true
+}
+
+// markFailed records why the key's snapshot failed, unless the run was only cancelled.
+func (sr *snapRun) markFailed(ctx context.Context, why error) {
+	if ctx.Err() != nil || errors.Is(why, context.Canceled) || errors.Is(why, context.DeadlineExceeded) {
+		return
+	}
+	tmp, err := os.CreateTemp(sr.dir, sr.key+".failed.tmp-*")
+	if err != nil {
+		return
+	}
+	_, werr := fmt.Fprintf(tmp, "%s\n", why)
+	if cerr := tmp.Close(); werr == nil && cerr == nil && os.Rename(tmp.Name(), sr.failedPath()) == nil {
+		sr.log.Debug("snapshot marked failed", "key", sr.key, "for", snapRetryFailed)
+		return
+	}
+	os.Remove(tmp.Name())
+}
+
 // newSnapRun computes the run's snapshot key.
 func newSnapRun(p *plan, st vmStart, cache, runBase string, log *slog.Logger) (*snapRun, error) {
 	cfg := vmConfig{
@@ -70,7 +110,11 @@ func newSnapRun(p *plan, st vmStart, cache, runBase string, log *slog.Logger) (*
 		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
 		Shares: snapLayout(nil, "-"), FixedNIC: true,
 	}
-	key, err := snapKey(st.qemu, st.kernel, st.initrd, cfg)
+	host, err := snapHost(st.accel)
+	if err != nil {
+		return nil, err
+	}
+	key, err := snapKey(st.qemu, st.kernel, st.initrd, host, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +127,9 @@ func (sr *snapRun) ensure(ctx context.Context) (path string, made bool, err erro
 	path = sr.path()
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
 		return path, false, nil
+	}
+	if why, ok := sr.failedBefore(); ok {
+		return "", false, fmt.Errorf("%w: %s", errSnapFailedBefore, why)
 	}
 	if err := os.MkdirAll(sr.dir, 0o700); err != nil {
 		return "", false, err
@@ -114,6 +161,9 @@ func (sr *snapRun) ensure(ctx context.Context) (path string, made bool, err erro
 	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
 		return path, false, nil
 	}
+	if why, ok := sr.failedBefore(); ok {
+		return "", false, fmt.Errorf("%w: %s", errSnapFailedBefore, why)
+	}
 	// Holding the lock, any temp file of this key is left by a maker that was killed.
 	if old, _ := filepath.Glob(filepath.Join(sr.dir, sr.key+".snap.tmp-*")); len(old) > 0 {
 		for _, f := range old {
@@ -123,6 +173,7 @@ func (sr *snapRun) ensure(ctx context.Context) (path string, made bool, err erro
 	start := time.Now()
 	pruneSnapshots(sr.dir, snapMaxIdle)
 	if err := sr.make(ctx, path); err != nil {
+		sr.markFailed(ctx, fmt.Errorf("make: %w", err))
 		return "", false, err
 	}
 	sr.log.Debug("snapshot made", "key", sr.key, "took", time.Since(start).Round(time.Millisecond))
@@ -162,13 +213,24 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	if err := v.waitConsole(ctx, snapReadyMarker, snapBootTimeout); err != nil {
 		return fail(err)
 	}
-	time.Sleep(snapSettle)
-
 	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
 	if err != nil {
 		return err
 	}
 	defer q.close()
+	settle := time.Now()
+	tids, err := q.vcpuThreadIDs()
+	if err != nil {
+		return err
+	}
+	idle, err := waitVCPUsIdle(ctx, v.cmd.Process.Pid, tids, snapIdleTimeout)
+	switch {
+	case errors.Is(err, errNoVCPUThreads):
+		time.Sleep(snapSettle)
+	case err != nil:
+		return err
+	}
+	sr.log.Debug("snapshot guest settled", "idle", idle, "vcpus", len(tids), "waited", time.Since(settle).Round(time.Millisecond))
 	tmp, err := os.CreateTemp(sr.dir, sr.key+".snap.tmp-*")
 	if err != nil {
 		return err
@@ -269,8 +331,9 @@ func (sr *snapRun) restore(ctx context.Context, path string, rd *runDir) (_ *vm,
 	}
 }
 
-// bootFromSnapshot makes (if needed) and restores the run's snapshot. A snapshot that
-// fails to restore is removed so the next run makes a fresh one.
+// boot makes (if needed) and restores the run's snapshot. A snapshot that fails to
+// restore is removed so the next run makes a fresh one; one that fails right after it
+// was made marks the key failed, since making it again would fail the same way.
 func (sr *snapRun) boot(ctx context.Context, rd *runDir) (*vm, *net.UnixConn, error) {
 	path, made, err := sr.ensure(ctx)
 	if err != nil {
@@ -278,10 +341,14 @@ func (sr *snapRun) boot(ctx context.Context, rd *runDir) (*vm, *net.UnixConn, er
 	}
 	v, conn, err := sr.restore(ctx, path, rd)
 	if err != nil {
+		err = fmt.Errorf("restore snapshot %s (made now: %v): %w", path, made, err)
 		if ctx.Err() == nil {
 			os.Remove(path)
+			if made {
+				sr.markFailed(ctx, err)
+			}
 		}
-		return nil, nil, fmt.Errorf("restore snapshot %s (made now: %v): %w", path, made, err)
+		return nil, nil, err
 	}
 	// The mtime says when it was last used, for pruneSnapshots.
 	now := time.Now()
@@ -301,6 +368,12 @@ func pruneSnapshots(dir string, maxIdle time.Duration) {
 		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > maxIdle {
 			os.Remove(p)
 			os.Remove(strings.TrimSuffix(p, ".snap") + ".lock")
+		}
+	}
+	marks, _ := filepath.Glob(filepath.Join(dir, "*.failed"))
+	for _, p := range marks {
+		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > maxIdle {
+			os.Remove(p)
 		}
 	}
 }

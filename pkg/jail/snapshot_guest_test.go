@@ -21,8 +21,9 @@ import (
 
 // TestSnapshotRestore: the first compatible run makes the snapshot, it and a second run
 // restore it; each restored guest has its own randomness and the host's clock, writes
-// through a 9p workdir slot, and carries stdin and the exit code. A corrupt snapshot
-// falls back to a cold boot and the run still succeeds.
+// through a 9p workdir slot, carries stdin and the exit code, and keeps the CPU model
+// (avx2 under TCG). A corrupt snapshot falls back to a cold boot and the run still
+// succeeds.
 func TestSnapshotRestore(t *testing.T) {
 	jailtest.Require(t)
 	// Through sudo the work directory is 9p (QEMU runs as that user), which fits the
@@ -39,7 +40,8 @@ func TestSnapshotRestore(t *testing.T) {
 		os.Chmod(filepath.Dir(wd), 0o755)
 		os.Chmod(filepath.Dir(filepath.Dir(wd)), 0o755)
 		os.Chmod(wd, 0o777)
-		s := jailtest.Spec(t, "sh", "-c", `cat /proc/sys/kernel/random/uuid; date +%s; cat > in.txt; exit 7`)
+		s := jailtest.Spec(t, "sh", "-c", `cat /proc/sys/kernel/random/uuid; date +%s
+grep -qw avx2 /proc/cpuinfo && echo avx2 || echo no-avx2; cat > in.txt; exit 7`)
 		s.CacheDir, s.Workdir, s.MemoryMiB = cache, wd, 256
 		s.Snapshot = jail.SnapshotOn
 		var out, errb bytes.Buffer
@@ -58,8 +60,12 @@ func TestSnapshotRestore(t *testing.T) {
 			t.Fatalf("%s: workdir file %q err %v; want the stdin", name, got, err)
 		}
 		lines := strings.Fields(out.String())
-		if len(lines) != 2 {
-			t.Fatalf("%s: output %q, want a uuid and a time", name, out.String())
+		if len(lines) != 3 {
+			t.Fatalf("%s: output %q, want a uuid, a time and the CPU's avx2", name, out.String())
+		}
+		// The snapshot carries the CPU model it was made with (-cpu max under TCG).
+		if res.Accel == jail.AccelTCG && lines[2] != "avx2" {
+			t.Fatalf("%s: the guest CPU lacks avx2 under TCG (restored %v)", name, res.Restored)
 		}
 		// The guest read its clock while Run ran, so a guest on the host's clock reads a
 		// second between before and after (date truncates; one more for rounding at boot).

@@ -101,12 +101,13 @@ func snapLayout(shares []share, empty string) []vmShare {
 
 // snapKey hashes everything a restore must match: the QEMU binary and kernel (by path,
 // size, mtime and inode, so an upgrade or rebuild makes a new key), the initramfs (by its
-// content-addressed path) and the
-// QEMU arguments with the per-run paths left out (machine, accelerator, memory, cpus,
-// kernel command line, device layout).
-func snapKey(qemu, kernel, initrd string, cfg vmConfig) (string, error) {
+// content-addressed path), the host's part (snapHost: the CPU model, and under KVM the
+// host CPU and kernel) and the QEMU arguments with the per-run paths left out (machine,
+// accelerator, CPU model, memory, cpus, kernel command line, device layout).
+func snapKey(qemu, kernel, initrd, host string, cfg vmConfig) (string, error) {
 	h := sha256.New()
 	fmt.Fprintln(h, snapFormat)
+	fmt.Fprintln(h, host)
 	for _, p := range []string{qemu, kernel, initrd} {
 		st, err := os.Stat(p)
 		if err != nil {

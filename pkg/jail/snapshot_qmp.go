@@ -127,6 +127,25 @@ func (q *rawQMP) waitMigrated(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
+// vcpuThreadIDs returns the host thread ids of the vCPUs (query-cpus-fast).
+func (q *rawQMP) vcpuThreadIDs() ([]int, error) {
+	out, err := q.do("query-cpus-fast", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var cpus []struct {
+		ThreadID int `json:"thread-id"`
+	}
+	if err := json.Unmarshal(out, &cpus); err != nil {
+		return nil, fmt.Errorf("qmp query-cpus-fast: %w", err)
+	}
+	var ids []int
+	for _, c := range cpus {
+		ids = append(ids, c.ThreadID)
+	}
+	return ids, nil
+}
+
 func (q *rawQMP) close() {
 	if q != nil && q.c != nil {
 		q.c.Close()

@@ -1,6 +1,9 @@
 package jail
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +89,7 @@ func TestSnapKey(t *testing.T) {
 		return c
 	}
 	key := func(c vmConfig) string {
-		k, err := snapKey(files[0], files[1], files[2], c)
+		k, err := snapKey(files[0], files[1], files[2], "cpu max", c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +113,9 @@ func TestSnapKey(t *testing.T) {
 			t.Errorf("%s did not change the key", name)
 		}
 	}
+	if k, _ := snapKey(files[0], files[1], files[2], "cpu qemu64", cfg(nil)); k == k0 {
+		t.Error("the CPU model did not change the key")
+	}
 	if err := os.WriteFile(files[1], []byte("a rebuilt kernel"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -132,5 +138,67 @@ func TestPruneSnapshots(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))
 	if len(left) != 1 || left[0] != fresh {
 		t.Fatalf("left %v, want only %s", left, fresh)
+	}
+}
+
+// TestSnapshotFailureRemembered: a snapshot that cannot be made is recorded with its
+// reason, and the next runs of the key boot cold at once instead of paying another
+// snapshot boot each; a marker older than snapRetryFailed is tried again.
+func TestSnapshotFailureRemembered(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	qemu := filepath.Join(dir, "qemu")
+	// A QEMU that dies at once, the way a host that cannot run the snapshot guest does.
+	script := "#!/bin/sh\necho started >> " + starts + "\necho 'qemu: could not load PC BIOS' >&2\nexit 1\n"
+	if err := os.WriteFile(qemu, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"vmlinux", "initrd"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &plan{machine: MachineMicrovm, cpus: 1, memMiB: 256}
+	st := vmStart{qemu: qemu, kernel: filepath.Join(dir, "vmlinux"), initrd: filepath.Join(dir, "initrd"),
+		accel: AccelTCG, append: "console=ttyS0"}
+	sr, err := newSnapRun(p, st, filepath.Join(dir, "cache"), filepath.Join(dir, "run"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	runs := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "started")
+	}
+	if _, _, err := sr.ensure(ctx); err == nil || errors.Is(err, errSnapFailedBefore) {
+		t.Fatalf("first ensure: %v, want the make failure", err)
+	}
+	mark, err := os.ReadFile(sr.failedPath())
+	// The reason is QEMU's own words, or the words of whatever starts it (a vmm jail).
+	if err != nil || !strings.Contains(string(mark), "qemu exited during start") {
+		t.Fatalf("failure marker %q, %v: want the reason the start failed", mark, err)
+	}
+	started := runs()
+	for i := 0; i < 2; i++ {
+		if _, _, err := sr.ensure(ctx); !errors.Is(err, errSnapFailedBefore) || !strings.Contains(err.Error(), "qemu exited during start") {
+			t.Fatalf("ensure after a failure: %v, want errSnapFailedBefore with the reason", err)
+		}
+	}
+	if n := runs(); n != started {
+		t.Fatalf("qemu started %d more times: later runs must not retry", n-started)
+	}
+	old := time.Now().Add(-snapRetryFailed - time.Minute)
+	os.Chtimes(sr.failedPath(), old, old)
+	if _, _, err := sr.ensure(ctx); err == nil || errors.Is(err, errSnapFailedBefore) {
+		t.Fatalf("ensure after the marker expired: %v, want a new attempt", err)
+	}
+
+	// A cancelled run says nothing about the key.
+	os.Remove(sr.failedPath())
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	sr.markFailed(cctx, context.Canceled)
+	if _, err := os.Stat(sr.failedPath()); err == nil {
+		t.Fatal("a cancelled run left a failure marker")
 	}
 }
