@@ -3,6 +3,7 @@ package sharefs
 import (
 	"bytes"
 	"fmt"
+	"github.com/crackbox/crackbox/internal/testreq"
 	"log/slog"
 	"net"
 	"os"
@@ -278,9 +279,7 @@ func TestHide(t *testing.T) {
 // holds no capability, has no_new_privs and a seccomp filter, and is chrooted into the
 // share.
 func TestHelperLockedDown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: checks the chroot and the capability drop")
-	}
+	testreq.Root(t, "checks the chroot and the capability drop")
 	dir := t.TempDir()
 	root := serveDir(t, dir, 0)
 	walk(t, root) // the server is up
@@ -314,9 +313,7 @@ func TestHelperLockedDown(t *testing.T) {
 // uid 1000: the server then runs without chroot, as the caller, and the policy must hold
 // all the same.
 func TestPolicyUnprivileged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runs the unprivileged case by dropping from root")
-	}
+	testreq.Root(t, "runs the unprivileged case by dropping from root to uid 1000")
 	dir, err := os.MkdirTemp("", "sharefs-unpriv-")
 	if err != nil {
 		t.Fatal(err)
