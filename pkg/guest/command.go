@@ -113,13 +113,18 @@ func credential(rs *control.RunSpec) *syscall.Credential {
 
 // start launches the command. The reaper, when set, is the only waiter (PID 1 mode).
 func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
-	path, err := lookPath(rs.Argv[0], env)
-	if err != nil {
-		return nil, err
-	}
 	dir := rs.Dir
 	if dir == "" {
 		dir = "/"
+	}
+	argv0 := rs.Argv[0]
+	if strings.Contains(argv0, "/") && !filepath.IsAbs(argv0) {
+		// ./build.sh is relative to the command's directory, not to guest-init's.
+		argv0 = filepath.Join(dir, argv0)
+	}
+	path, err := lookPath(argv0, env)
+	if err != nil {
+		return nil, err
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("guest: working directory %q does not exist in the guest; pick a mounted path", dir)
@@ -159,8 +164,11 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 	}
 	attr := &os.ProcAttr{Dir: dir, Env: env, Files: child, Sys: sys}
 	launch := func() (int, error) {
-		proc, err := os.StartProcess(path, rs.Argv, attr)
+		proc, err := startShim(path, rs.Argv, attr)
 		if err != nil {
+			if proc != nil && r == nil {
+				_, _ = proc.Wait() // the shim exits at once after reporting
+			}
 			return 0, err
 		}
 		pid := proc.Pid

@@ -29,18 +29,29 @@ func TestExitStatus(t *testing.T) {
 		exit    int
 		signal  int
 		execErr bool
+		workdir bool // run in a workdir holding run.sh (a script) and garbage, both executable
 	}{
-		{"zero", []string{"true"}, 0, 0, false},
-		{"one", []string{"false"}, 1, 0, false},
-		{"forty-two", []string{"sh", "-c", "exit 42"}, 42, 0, false},
-		{"not executable", []string{"/etc/hostname"}, jail.ExitNotExecutable, 0, true},
-		{"not found", []string{"no-such-command-here"}, jail.ExitNotFound, 0, true},
-		{"killed by SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, 15, false},
+		{"zero", []string{"true"}, 0, 0, false, false},
+		{"one", []string{"false"}, 1, 0, false, false},
+		{"forty-two", []string{"sh", "-c", "exit 42"}, 42, 0, false, false},
+		{"not executable", []string{"/etc/hostname"}, jail.ExitNotExecutable, 0, true, false},
+		{"not found", []string{"no-such-command-here"}, jail.ExitNotFound, 0, true, false},
+		{"killed by SIGTERM", []string{"sh", "-c", "kill -TERM $$"}, 128 + 15, 15, false, false},
+		// The command itself read from a share served over the control session: its
+		// execve must not wait on guest-init, which serves that share.
+		{"script in the workdir", []string{"./run.sh"}, 7, 0, false, true},
+		{"garbage in the workdir", []string{"./garbage"}, jail.ExitNotExecutable, 0, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			res, err := jailtest.Run(t, jailtest.Spec(t, c.argv...))
+			s := jailtest.Spec(t, c.argv...)
+			if c.workdir {
+				s.Workdir = t.TempDir()
+				os.WriteFile(filepath.Join(s.Workdir, "run.sh"), []byte("#!/bin/sh\nexit 7\n"), 0o755)
+				os.WriteFile(filepath.Join(s.Workdir, "garbage"), []byte("not a program\n"), 0o755)
+			}
+			res, err := jailtest.Run(t, s)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
