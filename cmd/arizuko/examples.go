@@ -66,6 +66,11 @@ printf %s "$KEY" | arizuko secret set demo ANTHROPIC_API_KEY`,
 	"arizuko messages":      `arizuko messages web:demo --json`,
 	"arizuko turns": `arizuko turns ls
 arizuko turns show 12`,
+	"arizuko observe": `arizuko observe ls
+arizuko observe rm acme globex`,
+	"arizuko observe ls": `arizuko observe ls
+arizuko observe ls acme               # what acme observes`,
+	"arizuko observe rm": `arizuko observe rm acme globex        # acme no longer sees globex's messages`,
 	"arizuko token": `arizuko token add grafana --kind read
 arizuko token ls`,
 	"arizuko token add": `arizuko token add grafana --kind read
