@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -205,9 +206,17 @@ func TestProxyServeDaemon(t *testing.T) {
 		if code, _ := get("other.test", "/"); code == 200 {
 			t.Errorf("other.test allowed before reload")
 		}
-		log, err := os.ReadFile(filepath.Join(dir, "decisions.jsonl"))
-		if err != nil {
-			t.Fatal(err)
+		// A decision is logged when its exchange ends, so the two lines may land in either
+		// order, and the first may still be on its way when the second request returns.
+		var log []byte
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			var err error
+			if log, err = os.ReadFile(filepath.Join(dir, "decisions.jsonl")); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Count(string(log), "\n") >= 2 || time.Now().After(deadline) {
+				break
+			}
 		}
 		var verdicts []string
 		for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
@@ -217,6 +226,7 @@ func TestProxyServeDaemon(t *testing.T) {
 			}
 			verdicts = append(verdicts, d.Host+" "+d.Decision+" "+d.Reason)
 		}
+		sort.Strings(verdicts)
 		if want := []string{"allowed.test allow ", "other.test deny blocked-by-allowlist"}; strings.Join(verdicts, "|") != strings.Join(want, "|") {
 			t.Errorf("decision log %q, want %q", verdicts, want)
 		}
