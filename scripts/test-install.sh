@@ -7,7 +7,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d /tmp/crackbox-install-XXXXXX)
 azpid=
-cleanup() { set +e; [ -n "$azpid" ] && kill "$azpid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"; }
+cleanup() {
+  rc=$?
+  set +e
+  [ -n "$azpid" ] && kill "$azpid" 2>/dev/null
+  wait 2>/dev/null
+  # A failed guest's console is the only record of why; show it before the dir goes.
+  if [ "$rc" -ne 0 ]; then
+    for f in "$tmp"/run/*/console.log; do [ -f "$f" ] && { echo "test-install: $f:" >&2; tail -n 60 "$f" >&2; }; done
+  fi
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 chmod 0711 "$tmp"
 prefix=$tmp/prefix
