@@ -1,0 +1,50 @@
+package natstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A replicated KV bucket keeps serving reads and writes with one node of three stopped,
+// which is what the fleet tests rely on.
+func TestClusterSurvivesOneNode(t *testing.T) {
+	c := Start(t, 3)
+	js, err := jetstream.New(c.Connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "t", Replicas: 3})
+	if err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	if _, err := kv.Put(ctx, "k", []byte("v1")); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	c.StopNode(0)
+	// A request in flight to the stopped node gets no answer, so each attempt has its own
+	// short deadline and the client moves to another node between attempts.
+	var e jetstream.KeyValueEntry
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		if _, err = kv.Put(actx, "k", []byte("v2")); err == nil {
+			e, err = kv.Get(actx, "k")
+		}
+		acancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("bucket unusable with a node down: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if string(e.Value()) != "v2" {
+		t.Fatalf("got %q, want v2", e.Value())
+	}
+	c.StartNode(0)
+}
