@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,35 +18,67 @@ import (
 
 // BenchmarkMessageToAgentStart compares the time from an accepted message to
 // the agent process running in its guest with a bare jail.Run of the same
-// guest (boot to command start). Run with -benchtime=3x; guests are slow.
+// guest (boot to command start), each restored from a snapshot and booted cold.
+// The four variants take turns in every iteration so background load falls on
+// all alike; one warm-up of each comes first (it makes the snapshots). Run with
+// -benchtime=5x; guests are slow.
 func BenchmarkMessageToAgentStart(b *testing.B) {
 	jenv := jailtest.Require(b)
-	var bare, turn time.Duration
-	for range b.N {
+	modes := []string{jail.SnapshotOn, jail.SnapshotOff}
+	bare := func(mode string) time.Duration {
 		s := jailtest.Spec(b, "true")
 		s.Stdout, s.Stderr = io.Discard, io.Discard
+		s.Snapshot = mode
 		start := time.Now()
 		var started time.Duration
 		s.Started = func(int) { started = time.Since(start) }
 		if _, err := jailtest.Run(b, s); err != nil {
 			b.Fatal(err)
 		}
-		bare += started
+		return started
 	}
-	e := newEnv(b, "", "bench")
-	startedAt := make(chan time.Time, 1)
-	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
-		UID: -1, GID: -1, Started: func(int64) { startedAt <- time.Now() }}}
-	e.start(b, runner, nil)
-	for i := range b.N {
+	type turnEnv struct {
+		e         *env
+		startedAt chan time.Time
+		n         int
+	}
+	envs := map[string]*turnEnv{}
+	for _, mode := range modes {
+		te := &turnEnv{e: newEnv(b, "", "bench"), startedAt: make(chan time.Time, 1)}
+		runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+			UID: -1, GID: -1, Snapshot: mode, Started: func(int64) { te.startedAt <- time.Now() }}}
+		te.e.start(b, runner, nil)
+		envs[mode] = te
+	}
+	turn := func(mode string) time.Duration {
+		te := envs[mode]
 		posted := time.Now()
-		e.post(b, "web:bench", fmt.Sprintf("hello %d", i))
-		turn += (<-startedAt).Sub(posted)
-		e.waitTurns(b, "bench", i+1)
+		te.e.post(b, "web:bench", fmt.Sprintf("hello %d", te.n))
+		d := (<-te.startedAt).Sub(posted)
+		te.n++
+		te.e.waitTurns(b, "bench", te.n)
+		return d
 	}
-	b.ReportMetric(float64(bare.Milliseconds())/float64(b.N), "bare-ms/op")
-	b.ReportMetric(float64(turn.Milliseconds())/float64(b.N), "turn-ms/op")
-	b.ReportMetric(float64(turn)/float64(bare), "ratio")
+	for _, mode := range modes {
+		bare(mode)
+		turn(mode)
+	}
+	got := map[string][]time.Duration{}
+	for b.Loop() {
+		for _, mode := range modes {
+			got["bare-"+mode] = append(got["bare-"+mode], bare(mode))
+			got["turn-"+mode] = append(got["turn-"+mode], turn(mode))
+		}
+	}
+	med := map[string]float64{}
+	for k, v := range got {
+		slices.Sort(v)
+		med[k] = float64(v[len(v)/2].Milliseconds())
+		b.ReportMetric(med[k], k+"-ms")
+	}
+	b.ReportMetric(med["turn-on"]/med["bare-on"], "ratio-restored")
+	b.ReportMetric(med["turn-off"]/med["bare-off"], "ratio-cold")
+	b.ReportMetric(med["turn-on"]/med["turn-off"], "turn-restored/cold")
 }
 
 // BenchmarkTurnsPerMinute keeps 5 folders busy and reports sustained turns

@@ -67,6 +67,7 @@ type JailRunner struct {
 	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
 	Proxy     proxy.Options
 	Timeout   time.Duration // whole attempt, boot included; 0 = 30 min
+	Snapshot  string        // jail.Spec.Snapshot: "" (auto), on or off
 	// UID and GID run the agent in the guest; -1 = the owner of the folder
 	// directory, so files it writes land owned like the folder.
 	UID, GID int
@@ -129,6 +130,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		RunDirBase: r.RunsDir,
 		MCPSocket:  gated.GuestSocket,
 		MCPConn:    j.MCPConn,
+		Snapshot:   r.Snapshot,
 	}
 	if r.Started != nil {
 		id := j.Turn.ID
