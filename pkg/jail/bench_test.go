@@ -2,7 +2,6 @@ package jail_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -65,15 +64,7 @@ func newCLIBench(b *testing.B) *cliBench {
 	if err := os.Chmod(work, 0o777); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	for range jailtest.Slots {
-		release, err := jailtest.Acquire(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(release)
-	}
+	jailtest.HoldAll(b)
 	return &cliBench{bin: bin, kernel: e.Kernel, guestInit: e.GuestInit, initrd: initrd, work: work}
 }
 
@@ -135,9 +126,18 @@ func (c *cliBench) floorArgv(b *testing.B, argv []string) []string {
 			}
 		}
 	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	var out []string
 	for i := 0; i < len(argv); i++ {
 		a := argv[i]
+		// A restored run's QEMU waits for its state on -incoming; the floor boots cold.
+		if i+1 < len(argv) && a == "-incoming" {
+			i++
+			continue
+		}
 		if i+1 < len(argv) && a == "-device" && strings.HasPrefix(argv[i+1], "vhost-user-fs") {
 			i++
 			continue
@@ -160,6 +160,9 @@ func (c *cliBench) floorArgv(b *testing.B, argv []string) []string {
 			a = "socket,id=qmp,path=" + filepath.Join(dir, "qmp.sock") + ",server=on,wait=off"
 		case strings.HasPrefix(a, "socket,id=ctl,"):
 			a = "socket,id=ctl,path=" + filepath.Join(dir, "ctl.sock")
+		case strings.HasPrefix(a, "local,") && strings.Contains(a, "path="+jail.DefaultRunDirBase()):
+			// The run's placeholder shares went with its run dir.
+			a = regexp.MustCompile(`path=[^,]+`).ReplaceAllString(a, "path="+empty)
 		}
 		out = append(out, a)
 	}

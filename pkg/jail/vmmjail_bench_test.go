@@ -1,6 +1,7 @@
 package jail_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -13,13 +14,14 @@ import (
 // it reports each median and their ratio. The target: jailed ≤ 1.05× unjailed.
 func BenchmarkVMMJail(b *testing.B) {
 	s := jailtest.Spec(b, "true")
+	jailtest.HoldAll(b)
 	defer jail.SetVMMJail(true)
 	var on, off []time.Duration
 	for b.Loop() {
 		for _, jailed := range []bool{true, false} {
 			jail.SetVMMJail(jailed)
 			start := time.Now()
-			res, err := jailtest.Run(b, s)
+			res, err := jail.Run(context.Background(), s)
 			if err != nil || res.Exit != 0 {
 				b.Fatalf("jailed %v: exit %d err %v", jailed, res.Exit, err)
 			}

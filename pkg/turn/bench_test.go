@@ -25,6 +25,7 @@ import (
 func BenchmarkMessageToAgentStart(b *testing.B) {
 	jenv := jailtest.Require(b)
 	modes := []string{jail.SnapshotOn, jail.SnapshotOff}
+	jailtest.HoldAll(b)
 	bare := func(mode string) time.Duration {
 		s := jailtest.Spec(b, "true")
 		s.Stdout, s.Stderr = io.Discard, io.Discard
@@ -32,8 +33,8 @@ func BenchmarkMessageToAgentStart(b *testing.B) {
 		start := time.Now()
 		var started time.Duration
 		s.Started = func(int) { started = time.Since(start) }
-		if _, err := jailtest.Run(b, s); err != nil {
-			b.Fatal(err)
+		if res, err := jail.Run(context.Background(), s); err != nil || res.Restored != (mode == jail.SnapshotOn) {
+			b.Fatalf("bare %s: restored %v, err %v", mode, res.Restored, err)
 		}
 		return started
 	}
@@ -45,8 +46,8 @@ func BenchmarkMessageToAgentStart(b *testing.B) {
 	envs := map[string]*turnEnv{}
 	for _, mode := range modes {
 		te := &turnEnv{e: newEnv(b, "", "bench"), startedAt: make(chan time.Time, 1)}
-		runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
-			UID: -1, GID: -1, Snapshot: mode, Started: func(int64) { te.startedAt <- time.Now() }}}
+		runner := &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetNone,
+			UID: -1, GID: -1, Snapshot: mode, Started: func(int64) { te.startedAt <- time.Now() }}
 		te.e.start(b, runner, nil)
 		envs[mode] = te
 	}

@@ -148,6 +148,21 @@ func RunContext(t testing.TB, ctx context.Context, s jail.Spec) (jail.Result, er
 	return res, err
 }
 
+// HoldAll takes every machine-wide guest slot until the test ends, so a benchmark times
+// its own guests alone and never a wait for a slot; it then runs jail.Run directly.
+func HoldAll(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	for range Slots {
+		release, err := Acquire(ctx)
+		if err != nil {
+			t.Fatalf("jailtest: waiting for a guest slot: %v", err)
+		}
+		t.Cleanup(release)
+	}
+}
+
 // Acquire takes one of Slots guest slots machine-wide. Each slot is a lock file in the
 // temp dir held with flock, which also excludes other holders in this process (each
 // acquisition opens its own file description).
