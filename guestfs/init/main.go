@@ -8,6 +8,7 @@
 package main
 
 import (
+	"runtime"
 	"context"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,13 @@ func main() {
 	if os.Getpid() != 1 {
 		fmt.Fprintln(os.Stderr, "guest-init: runs only as PID 1 inside a crackbox guest")
 		os.Exit(2)
+	}
+	// Go starts the command with vfork, and the forking thread keeps its scheduler slot
+	// until the child's execve returns. An execve that reads a file from a share served
+	// over the control session (pkg/sharefs) waits for this process to relay that share,
+	// so a second slot must be free to do it, even on one vCPU.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
 	}
 	// The kernel opened /dev/console as our stdio: log there, never into the command's
 	// streams. crackbox.debug only raises verbosity.

@@ -164,7 +164,7 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 	}
 	attr := &os.ProcAttr{Dir: dir, Env: env, Files: child, Sys: sys}
 	launch := func() (int, error) {
-		proc, err := startShim(path, rs.Argv, attr)
+		proc, err := os.StartProcess(path, rs.Argv, attr)
 		if err != nil {
 			if proc != nil && r == nil {
 				_, _ = proc.Wait() // the shim exits at once after reporting
