@@ -59,3 +59,16 @@ func TestProxyConfigReachesTurnRunner(t *testing.T) {
 		}
 	}
 }
+
+// pkg/jail reads no environment: the CRACKBOX_* guest settings reach the turn runner
+// through arizuko's own wiring, and a value in arizuko.toml wins over them.
+func TestCrackboxEnvReachesTurnRunner(t *testing.T) {
+	env := map[string]string{"CRACKBOX_KERNEL": "/env/vmlinux", "CRACKBOX_GUEST_INIT": "/env/guest-init",
+		"CRACKBOX_ACCEL": "tcg", "CRACKBOX_CACHE": "/var/cache/crackbox", "CRACKBOX_RUN_SNAPSHOT": "off"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	r := withCrackboxEnv(&turn.JailRunner{Kernel: "/file/vmlinux"}, lookup)
+	if r.Kernel != "/file/vmlinux" || r.GuestInit != "/env/guest-init" || r.Accel != "tcg" ||
+		r.CacheDir != "/var/cache/crackbox" || r.Snapshot != "off" {
+		t.Fatalf("runner settings %+v", r)
+	}
+}

@@ -80,8 +80,8 @@ func envInt(name string, def int) int {
 // newTurnRunner builds the runner of every turn: one guest per attempt.
 // Tests of this package replace it with a host process.
 var newTurnRunner = func(tc TurnsConfig) turn.Runner {
-	return &turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
-		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}
+	return withCrackboxEnv(&turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
+		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}, os.LookupEnv)
 }
 
 // kickingService wakes the turn queue for every routed message it accepts,

@@ -35,6 +35,7 @@ var runBinds = []flagBind{
 	{"timeout", "run.timeout"},
 	{"net", "run.net"},
 	{"guest-init", "run.guest_init"},
+	{"snapshot", "run.snapshot"},
 }
 
 type runFlags struct {
@@ -149,10 +150,6 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
-	if cmd.Flags().Changed("snapshot") {
-		// Unset, $CRACKBOX_SNAPSHOT may still choose (jail.Spec.Snapshot).
-		spec.Snapshot = rf.snapshot
-	}
 	list, err := allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts)
 	if err != nil {
 		return err
@@ -390,6 +387,8 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		Kernel:    cfg.Run.Kernel,
 		GuestInit: cfg.Run.GuestInit,
 		Accel:     cfg.Run.Accel,
+		Snapshot:  cfg.Run.Snapshot,
+		CacheDir:  cfg.Run.Cache,
 		CPUs:      cfg.Run.CPUs,
 		MemoryMiB: int(cfg.Run.Memory.MiB()),
 		Timeout:   cfg.Run.Timeout.Duration,

@@ -60,6 +60,8 @@ type Run struct {
 	Net       string   `toml:"net"`        // guest network mode, see NetModes
 	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
 	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
+	Snapshot  string   `toml:"snapshot"`   // restore from a snapshot: auto, on or off
+	Cache     string   `toml:"cache"`      // kernels, initramfs images, snapshots; "" = jail.CacheDir()
 	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
 	// sees only placeholders. Set in the file only.
 	Secret []RunSecret `toml:"secret"`
@@ -85,6 +87,9 @@ var (
 	Levels   = []string{"debug", "info", "warn", "error"}
 )
 
+// Snapshots are the accepted values of run.snapshot.
+var Snapshots = []string{"auto", "on", "off"}
+
 // Default returns the configuration used when no file, env or flag says otherwise.
 func Default() *Config {
 	return &Config{
@@ -108,6 +113,7 @@ func Default() *Config {
 			CPUs:     1,
 			Net:      "auto",
 			AddrPool: "10.213.0.0/16",
+			Snapshot: "auto",
 		},
 		Log: Log{Level: "info"},
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,12 @@ func (c *Config) Validate() error {
 	}
 	if pfx, err := netip.ParsePrefix(r.AddrPool); err != nil || !pfx.Addr().Is4() || pfx.Bits() > 30 {
 		add(invalid("run.addr_pool", "%q: write an IPv4 CIDR of /30 or wider, like \"10.213.0.0/16\"", r.AddrPool))
+	}
+	if !slices.Contains(Snapshots, r.Snapshot) {
+		add(invalid("run.snapshot", "%q: use one of %s", r.Snapshot, strings.Join(Snapshots, ", ")))
+	}
+	if r.Cache != "" && !filepath.IsAbs(r.Cache) {
+		add(invalid("run.cache", "%q: write an absolute directory, like \"/var/cache/crackbox\"", r.Cache))
 	}
 	if !slices.Contains(Levels, c.Log.Level) {
 		add(invalid("log.level", "%q: use one of %s", c.Log.Level, strings.Join(Levels, ", ")))

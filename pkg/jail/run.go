@@ -107,11 +107,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := s.Accel
-	if want == "" {
-		want = os.Getenv("CRACKBOX_ACCEL")
-	}
-	accel, why, err := ChooseAccel(want, ProbeHost())
+	accel, why, err := ChooseAccel(s.Accel, ProbeHost())
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +151,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("initramfs for %s: %w", gi, err)
 	}
-	if accel == AccelTCG && (want == "" || want == AccelAuto) {
+	if accel == AccelTCG && (s.Accel == "" || s.Accel == AccelAuto) {
 		log.Warn("no usable kvm, using tcg (slow)", "why", why)
 	}
 	b.start = vmStart{

@@ -4,6 +4,10 @@
 // per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
 // /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
 // drives the control session (session.go), and tears everything down again.
+//
+// It reads no CRACKBOX_* environment: the kernel, guest-init, accelerator, cache and
+// snapshot mode come in the Spec (crackbox maps them in pkg/config, arizuko in its turns
+// config, tests in jailtest).
 package jail
 
 import (
@@ -123,7 +127,7 @@ type Spec struct {
 
 	Kernel    string // default: see FindKernel
 	GuestInit string // default: see FindGuestInit
-	CacheDir  string // kernels and initramfs images; default: CacheDir()
+	CacheDir  string // kernels, initramfs images and snapshots; default: CacheDir()
 	Accel     string // "auto" (default), "kvm" or "tcg"
 	Machine   string // "microvm" (default) or "q35"
 	CPUs      int    // default 1
@@ -141,9 +145,9 @@ type Spec struct {
 	MCPSocket string
 	MCPConn   func(net.Conn)
 
-	// Snapshot is SnapshotAuto (default, also "" unless $CRACKBOX_SNAPSHOT says otherwise),
-	// SnapshotOn or SnapshotOff: whether the guest is restored from a snapshot of a booted
-	// idle guest instead of booting (snapshot.go).
+	// Snapshot is SnapshotAuto (default, also ""), SnapshotOn or SnapshotOff: whether
+	// the guest is restored from a snapshot of a booted idle guest instead of booting
+	// (snapshot.go).
 	Snapshot string
 
 	// DiskQuota is how many bytes each read-write share (workdir, volumes) may grow by
