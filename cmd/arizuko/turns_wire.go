@@ -15,6 +15,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -51,7 +53,7 @@ type TurnsConfig struct {
 
 func (tc TurnsConfig) validate() error {
 	switch tc.NetMode {
-	case "", "auto", "tap", "proxy-only", "none":
+	case "", netjail.ModeAuto, jail.NetTap, jail.NetProxyOnly, jail.NetNone:
 	default:
 		return fmt.Errorf("turns.net_mode %q: want auto, tap, proxy-only or none", tc.NetMode)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -167,11 +166,9 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 		return err
 	}
 	spec.Env = append(spec.Env, set.Env()...)
-	var pool netip.Prefix
-	if cfg.Run.AddrPool != "" {
-		if pool, err = netip.ParsePrefix(cfg.Run.AddrPool); err != nil {
-			return fmt.Errorf("run.addr_pool %q: %w", cfg.Run.AddrPool, err)
-		}
+	pool, err := cfg.Run.AddrPoolPrefix()
+	if err != nil {
+		return err
 	}
 
 	stdinFd := int(os.Stdin.Fd())

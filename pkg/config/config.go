@@ -3,6 +3,8 @@ package config
 import (
 	"log/slog"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 // Config is every key crackbox reads. The toml tags are the file's key names;
@@ -83,7 +85,7 @@ type Log struct {
 // Accels and NetModes are the accepted values of run.accel and run.net.
 var (
 	Accels   = []string{"auto", "kvm", "tcg"}
-	NetModes = []string{"auto", "tap", "proxy-only", "none", "user"} // user is the older name of proxy-only
+	NetModes = []string{"auto", jail.NetTap, jail.NetProxyOnly, jail.NetNone, "user"} // user is the older name of proxy-only
 	Levels   = []string{"debug", "info", "warn", "error"}
 )
 

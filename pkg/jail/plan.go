@@ -207,7 +207,7 @@ func netSpec(n Net) (control.Net, error) {
 	case NetProxyOnly:
 		out.ProxyListen = n.ProxyListen
 		if out.ProxyListen == "" {
-			out.ProxyListen = "127.0.0.1:3128"
+			out.ProxyListen = DefaultProxyListen
 		}
 	default:
 		return out, fmt.Errorf("%w: net mode %q: use none, tap or proxy-only", ErrBadSpec, n.Mode)

@@ -17,6 +17,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/control"
 )
 
 // Sentinel errors callers branch on.
@@ -42,12 +44,16 @@ const (
 	ExitSignalBase    = 128 // + signal number
 )
 
-// Network modes.
+// Network modes: the one spelling of each, shared with the guest (pkg/control).
 const (
-	NetNone      = "none"       // loopback only
-	NetTap       = "tap"        // a tap device, see Tap
-	NetProxyOnly = "proxy-only" // no NIC; guest connections reach ProxyConn
+	NetNone      = control.NetNone      // loopback only
+	NetTap       = control.NetTap       // a tap device, see Tap
+	NetProxyOnly = control.NetProxyOnly // no NIC; guest connections reach ProxyConn
 )
+
+// DefaultProxyListen is where guest-init listens in proxy-only mode unless
+// Net.ProxyListen says otherwise. The guest always dials it; the host never does.
+const DefaultProxyListen = "127.0.0.1:3128"
 
 // Tap describes a tap device the caller created; the guest gets eth0 on it.
 type Tap struct {
@@ -64,7 +70,7 @@ type Net struct {
 	Tap  *Tap   // NetTap only
 	// ProxyURL is exported in the guest as HTTP(S)_PROXY and friends.
 	ProxyURL string
-	// ProxyListen is where guest-init listens in proxy-only mode (default 127.0.0.1:3128).
+	// ProxyListen is where guest-init listens in proxy-only mode (default DefaultProxyListen).
 	ProxyListen string
 	// ProxyConn receives each guest connection to ProxyListen (proxy-only mode).
 	ProxyConn func(net.Conn)
