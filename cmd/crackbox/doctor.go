@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/initramfs"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 )
@@ -126,7 +125,7 @@ func doctorChecks(r config.Run) []check {
 		line(false, true, "guest-init", err.Error(), "make guest-init, then put bin/guest-init next to crackbox or set CRACKBOX_GUEST_INIT")
 	} else {
 		line(true, true, "guest-init", gi, "")
-		if p, err := initramfs.Ensure(gi, cache); err != nil {
+		if p, err := jail.EnsureInitramfs(gi, cache); err != nil {
 			line(false, true, "initramfs", err.Error(), "check that "+cache+" is writable")
 		} else {
 			line(true, true, "initramfs", p, "")
