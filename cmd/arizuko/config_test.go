@@ -13,7 +13,7 @@ import (
 
 func TestExampleConfigDecodes(t *testing.T) {
 	c := defaultConfig()
-	if err := config.DecodeFile("arizuko.toml.example", c); err != nil {
+	if err := config.DecodeFile("../../arizuko.toml.example", c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Routing.EngagementTTL.Duration != 30*time.Minute || c.Server.Listen != defaultListen {
