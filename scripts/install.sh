@@ -37,7 +37,7 @@ else
 fi
 install -m 0755 guestfs/kernel/build.sh "$root/share/crackbox/kernel/build.sh"
 install -m 0644 guestfs/kernel/config.fragment "$root/share/crackbox/kernel/config.fragment"
-install -m 0644 crackbox.toml.example cmd/arizuko/arizuko.toml.example "$root/share/crackbox/examples/"
+install -m 0644 crackbox.toml.example arizuko.toml.example "$root/share/crackbox/examples/"
 
 for u in contrib/systemd/*.service; do
   sed "s|@BINDIR@|$UNIT_BINDIR|g" "$u" > "$root/lib/systemd/system/$(basename "$u")"

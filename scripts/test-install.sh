@@ -24,7 +24,8 @@ prefix=$tmp/prefix
 PREFIX=$prefix DESTDIR= scripts/install.sh
 for f in bin/crackbox bin/arizuko lib/crackbox/guest-init lib/crackbox/vmlinux \
   share/crackbox/kernel/build.sh share/crackbox/kernel/config.fragment \
-  share/crackbox/examples/crackbox.toml.example lib/systemd/system/crackbox-proxy.service \
+  share/crackbox/examples/crackbox.toml.example share/crackbox/examples/arizuko.toml.example \
+  lib/systemd/system/crackbox-proxy.service \
   lib/systemd/system/arizuko.service share/man/man1/crackbox-run.1 share/man/man1/arizuko-serve.1 \
   share/bash-completion/completions/crackbox share/zsh/site-functions/_arizuko; do
   [ -e "$prefix/$f" ] || { echo "test-install: $f not installed" >&2; exit 1; }

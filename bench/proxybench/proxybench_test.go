@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 func TestTargetFlag(t *testing.T) {
@@ -65,41 +67,27 @@ func TestPercentile(t *testing.T) {
 
 // connectProxy is a minimal CONNECT relay that refuses every host but allow.
 func connectProxy(t *testing.T, allow string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				host, port, _ := net.SplitHostPort(req.Host)
-				if req.Method != http.MethodConnect || host != allow {
-					io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nX-Crackbox-Error: blocked-by-allowlist\r\n\r\n")
-					return
-				}
-				up, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
-				if err != nil {
-					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
-					return
-				}
-				defer up.Close()
-				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
-				go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
-				io.Copy(c, up)
-			}()
+	return nettest.Server(t, func(c net.Conn) {
+		defer c.Close()
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		host, port, _ := net.SplitHostPort(req.Host)
+		if req.Method != http.MethodConnect || host != allow {
+			io.WriteString(c, "HTTP/1.1 403 Forbidden\r\nX-Crackbox-Error: blocked-by-allowlist\r\n\r\n")
+			return
+		}
+		up, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+			return
+		}
+		defer up.Close()
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+		go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite() }()
+		io.Copy(c, up)
+	})
 }
 
 func TestPhasesAgainstRealSockets(t *testing.T) {

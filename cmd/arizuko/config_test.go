@@ -13,7 +13,7 @@ import (
 
 func TestExampleConfigDecodes(t *testing.T) {
 	c := defaultConfig()
-	if err := config.DecodeFile("arizuko.toml.example", c); err != nil {
+	if err := config.DecodeFile("../../arizuko.toml.example", c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Routing.EngagementTTL.Duration != 30*time.Minute || c.Server.Listen != defaultListen {
@@ -57,5 +57,18 @@ func TestProxyConfigReachesTurnRunner(t *testing.T) {
 		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "proxy.") {
 			t.Errorf("%s: err = %v", bad, err)
 		}
+	}
+}
+
+// pkg/jail reads no environment: the CRACKBOX_* guest settings reach the turn runner
+// through arizuko's own wiring, and a value in arizuko.toml wins over them.
+func TestCrackboxEnvReachesTurnRunner(t *testing.T) {
+	env := map[string]string{"CRACKBOX_KERNEL": "/env/vmlinux", "CRACKBOX_GUEST_INIT": "/env/guest-init",
+		"CRACKBOX_ACCEL": "tcg", "CRACKBOX_CACHE": "/var/cache/crackbox", "CRACKBOX_RUN_SNAPSHOT": "off"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	r := withCrackboxEnv(&turn.JailRunner{Kernel: "/file/vmlinux"}, lookup)
+	if r.Kernel != "/file/vmlinux" || r.GuestInit != "/env/guest-init" || r.Accel != "tcg" ||
+		r.CacheDir != "/var/cache/crackbox" || r.Snapshot != "off" {
+		t.Fatalf("runner settings %+v", r)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -51,7 +53,7 @@ type TurnsConfig struct {
 
 func (tc TurnsConfig) validate() error {
 	switch tc.NetMode {
-	case "", "auto", "tap", "proxy-only", "none":
+	case "", netjail.ModeAuto, jail.NetTap, jail.NetProxyOnly, jail.NetNone:
 	default:
 		return fmt.Errorf("turns.net_mode %q: want auto, tap, proxy-only or none", tc.NetMode)
 	}
@@ -80,8 +82,8 @@ func envInt(name string, def int) int {
 // newTurnRunner builds the runner of every turn: one guest per attempt.
 // Tests of this package replace it with a host process.
 var newTurnRunner = func(tc TurnsConfig) turn.Runner {
-	return &turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
-		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}
+	return withCrackboxEnv(&turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
+		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}, os.LookupEnv)
 }
 
 // kickingService wakes the turn queue for every routed message it accepts,

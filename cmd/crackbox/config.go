@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 // flagBind ties a command-line flag to the config key it overrides.
@@ -52,4 +53,12 @@ func newLogger(cfg *config.Config) (*slog.Logger, *slog.LevelVar) {
 	lv := new(slog.LevelVar)
 	lv.Set(cfg.Log.SlogLevel())
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})), lv
+}
+
+// cacheDir is run.cache, else jail's default cache.
+func cacheDir(r config.Run) string {
+	if r.Cache != "" {
+		return r.Cache
+	}
+	return jail.CacheDir()
 }

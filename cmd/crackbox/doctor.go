@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/initramfs"
+	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 )
@@ -26,7 +26,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			checks := doctorChecks(cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net)
+			checks := doctorChecks(cfg.Run)
 			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -76,8 +76,8 @@ func writeChecks(w io.Writer, cs []check) {
 }
 
 // doctor prints one line per check and returns how many required pieces are missing.
-func doctor(w io.Writer, kernel, guestInit, accel, netMode string) int {
-	cs := doctorChecks(kernel, guestInit, accel, netMode)
+func doctor(w io.Writer, r config.Run) int {
+	cs := doctorChecks(r)
 	writeChecks(w, cs)
 	return failed(cs)
 }
@@ -100,10 +100,10 @@ func collect(out *[]check) lineFunc {
 }
 
 // doctorChecks runs every check: what crackbox run needs and how to fix what is missing.
-func doctorChecks(kernel, guestInit, accel, netMode string) []check {
+func doctorChecks(r config.Run) []check {
 	var out []check
 	line := collect(&out)
-	doctorAccel(line, accel, jail.ProbeHost())
+	doctorAccel(line, r.Accel, jail.ProbeHost())
 	doctorVMMJail(line, os.Geteuid())
 
 	if q, err := jail.FindQEMU(); err != nil {
@@ -114,18 +114,18 @@ func doctorChecks(kernel, guestInit, accel, netMode string) []check {
 		line(true, true, "qemu", q+": "+v, "")
 	}
 
-	cache := jail.CacheDir()
-	if k, err := jail.FindKernel(kernel, cache); err != nil {
+	cache := cacheDir(r)
+	if k, err := jail.FindKernel(r.Kernel, cache); err != nil {
 		line(false, true, "kernel", err.Error(), "make kernel (guestfs/kernel/build.sh)")
 	} else {
 		line(true, true, "kernel", k, "")
 	}
 
-	if gi, err := jail.FindGuestInit(guestInit); err != nil {
+	if gi, err := jail.FindGuestInit(r.GuestInit); err != nil {
 		line(false, true, "guest-init", err.Error(), "make guest-init, then put bin/guest-init next to crackbox or set CRACKBOX_GUEST_INIT")
 	} else {
 		line(true, true, "guest-init", gi, "")
-		if p, err := initramfs.Ensure(gi, cache); err != nil {
+		if p, err := jail.EnsureInitramfs(gi, cache); err != nil {
 			line(false, true, "initramfs", err.Error(), "check that "+cache+" is writable")
 		} else {
 			line(true, true, "initramfs", p, "")
@@ -144,7 +144,7 @@ func doctorChecks(kernel, guestInit, accel, netMode string) []check {
 		line(true, true, "run dir", base, "")
 	}
 
-	mode, why, err := netModeReason(netMode)
+	mode, why, err := netModeReason(r.Net)
 	netFix := ""
 	if mode != jail.NetTap {
 		netFix = "run crackbox as root (sudo) for tap networking, where nftables confines every packet"

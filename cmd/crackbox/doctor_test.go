@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 )
 
 func TestDoctorNamesMissingPieces(t *testing.T) {
 	var out bytes.Buffer
-	bad := doctor(&out, "/nonexistent/vmlinux", "/nonexistent/guest-init", "auto", "auto")
+	bad := doctor(&out, config.Run{Kernel: "/nonexistent/vmlinux", GuestInit: "/nonexistent/guest-init", Accel: "auto", Net: "auto"})
 	text := out.String()
 	if bad < 2 {
 		t.Fatalf("doctor counted %d missing pieces, want at least kernel and guest-init:\n%s", bad, text)

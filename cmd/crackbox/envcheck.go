@@ -12,7 +12,7 @@ import (
 
 // otherEnv are the CRACKBOX_* variables read outside the config keys.
 var otherEnv = []string{
-	"CRACKBOX_RUNS_DIR", jail.RunDirBaseEnv, "CRACKBOX_CACHE", "CRACKBOX_SNAPSHOT",
+	"CRACKBOX_RUNS_DIR", jail.RunDirBaseEnv,
 	// make test and make bench set these for every test process.
 	"CRACKBOX_DEBIAN_KERNEL", "CRACKBOX_BENCH_BIN",
 }

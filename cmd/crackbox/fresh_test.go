@@ -3,48 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
-
-// holdGuestPorts opens wildcard listeners on the ports a tap guest dials (TCP
-// 3128, 3129 and 53, UDP 53), as squid, a `proxy serve` with its default listen
-// or dnsmasq would. A port another process already holds is just as busy.
-func holdGuestPorts(t *testing.T) {
-	t.Helper()
-	for _, p := range []string{":3128", ":3129", ":53"} {
-		ln, err := net.Listen("tcp", p)
-		if errors.Is(err, syscall.EADDRINUSE) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("hold tcp %s: %v", p, err)
-		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		t.Cleanup(func() { ln.Close() })
-	}
-	if pc, err := net.ListenPacket("udp", ":53"); err == nil {
-		t.Cleanup(func() { pc.Close() })
-	} else if !errors.Is(err, syscall.EADDRINUSE) {
-		t.Fatalf("hold udp :53: %v", err)
-	}
-}
 
 // freshDirs returns a run dir base and a cache dir that do not exist yet, under a
 // parent QEMU (running as nobody) may traverse, as /run is after a reboot.
@@ -80,7 +47,7 @@ echo "CHECK trans_allowed $(code --noproxy '*' --resolve good.test:80:203.0.113.
 func TestFreshHostTapRun(t *testing.T) {
 	jailtest.Require(t)
 	requireTap(t)
-	holdGuestPorts(t)
+	nettest.HoldGuestPorts(t)
 	u := startUpstreams(t)
 	cfg := writeRunConfig(t, u)
 	base, cache := freshDirs(t)

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/testreq"
 )
 
@@ -83,12 +84,7 @@ func startUpstreams(t testing.TB) *upstreams {
 		if err != nil {
 			t.Fatalf("upstream listen %s:%s: %v", u.ip, port, err)
 		}
-		if tlsCfg != nil {
-			ln = tls.NewListener(ln, tlsCfg)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
+		nettest.ServeHTTP(t, ln, h, tlsCfg)
 	}
 	serve("80", hello, nil)
 	serve("443", tlsMux, &tls.Config{Certificates: []tls.Certificate{cert}})
@@ -228,21 +224,11 @@ func writeRunConfig(t testing.TB, u *upstreams) string {
 // port that echoes. The guest must reach neither.
 func hostBait(t testing.TB) (tcpPort, udpPort int) {
 	t.Helper()
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("bait\n"))
-			c.Close()
-		}
-	}()
+	ln := nettest.Listen(t, ":0")
+	nettest.Serve(ln, func(c net.Conn) {
+		c.Write([]byte("bait\n"))
+		c.Close()
+	})
 	pc, err := net.ListenPacket("udp4", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)

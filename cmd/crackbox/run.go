@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -35,6 +34,7 @@ var runBinds = []flagBind{
 	{"timeout", "run.timeout"},
 	{"net", "run.net"},
 	{"guest-init", "run.guest_init"},
+	{"snapshot", "run.snapshot"},
 }
 
 type runFlags struct {
@@ -149,10 +149,6 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
-	if cmd.Flags().Changed("snapshot") {
-		// Unset, $CRACKBOX_SNAPSHOT may still choose (jail.Spec.Snapshot).
-		spec.Snapshot = rf.snapshot
-	}
 	list, err := allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts)
 	if err != nil {
 		return err
@@ -170,11 +166,9 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 		return err
 	}
 	spec.Env = append(spec.Env, set.Env()...)
-	var pool netip.Prefix
-	if cfg.Run.AddrPool != "" {
-		if pool, err = netip.ParsePrefix(cfg.Run.AddrPool); err != nil {
-			return fmt.Errorf("run.addr_pool %q: %w", cfg.Run.AddrPool, err)
-		}
+	pool, err := cfg.Run.AddrPoolPrefix()
+	if err != nil {
+		return err
 	}
 
 	stdinFd := int(os.Stdin.Fd())
@@ -390,6 +384,8 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		Kernel:    cfg.Run.Kernel,
 		GuestInit: cfg.Run.GuestInit,
 		Accel:     cfg.Run.Accel,
+		Snapshot:  cfg.Run.Snapshot,
+		CacheDir:  cfg.Run.Cache,
 		CPUs:      cfg.Run.CPUs,
 		MemoryMiB: int(cfg.Run.Memory.MiB()),
 		Timeout:   cfg.Run.Timeout.Duration,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
@@ -121,22 +122,7 @@ func TestCLIRefusesBadShares(t *testing.T) {
 }
 
 // outputWatcher collects output and lets a test wait for a substring.
-type outputWatcher struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *outputWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *outputWatcher) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
+type outputWatcher struct{ nettest.Buffer }
 
 func (w *outputWatcher) wait(t *testing.T, s string, d time.Duration) {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
@@ -52,12 +53,11 @@ func startRecordingUpstream(t *testing.T) *recordingUpstream {
 		if err != nil {
 			t.Skipf("upstream listen %s:%s: %v", u.ip, port, err)
 		}
+		var cfg *tls.Config
 		if port == "443" {
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+			cfg = &tls.Config{Certificates: []tls.Certificate{cert}}
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
-		go srv.Serve(ln)
-		t.Cleanup(func() { srv.Close() })
+		nettest.ServeHTTP(t, ln, h, cfg)
 	}
 	return u
 }

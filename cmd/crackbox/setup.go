@@ -72,7 +72,7 @@ func setup(stdout, stderr io.Writer, dryRun bool, cfg *config.Config) error {
 	} else {
 		fmt.Fprintln(stdout, "qemu: installed")
 	}
-	k, err := jail.FindKernel(cfg.Run.Kernel, jail.CacheDir())
+	k, err := jail.FindKernel(cfg.Run.Kernel, cacheDir(cfg.Run))
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "kernel: %s\n", k)
@@ -95,7 +95,7 @@ func setup(stdout, stderr io.Writer, dryRun bool, cfg *config.Config) error {
 	if dryRun {
 		return nil
 	}
-	if bad := doctor(stdout, cfg.Run.Kernel, cfg.Run.GuestInit, cfg.Run.Accel, cfg.Run.Net); bad > 0 {
+	if bad := doctor(stdout, cfg.Run); bad > 0 {
 		return exitError{1}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,35 +18,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
 const secret = "s3cret-token"
 
-// syncBuffer collects log output written from server goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testServer struct {
 	url  string
 	reg  *proxy.Registry
 	srv  *Server
-	logs *syncBuffer
+	logs *nettest.Buffer
 }
 
 // start runs a real admin server on a loopback port until the test ends.
@@ -56,7 +38,7 @@ func start(t *testing.T, opts Options) *testServer {
 	if opts.Registry == nil {
 		opts.Registry = proxy.NewRegistry()
 	}
-	logs := &syncBuffer{}
+	logs := &nettest.Buffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	srv, err := New(opts)
 	if err != nil {

@@ -51,6 +51,21 @@ var (
 // was built with Parse.
 var DefaultPorts = []int{80, 443}
 
+// EffectivePorts is the one rule for which ports an entry without ":port"
+// allows: the first non-empty of lists (the proxy's default_ports option, then
+// the list's own), else DefaultPorts. The result is a copy.
+func EffectivePorts(lists ...[]int) []int { return slices.Clone(effectivePorts(lists...)) }
+
+// effectivePorts is EffectivePorts without the copy, for the per-request check.
+func effectivePorts(lists ...[]int) []int {
+	for _, l := range lists {
+		if len(l) > 0 {
+			return l
+		}
+	}
+	return DefaultPorts
+}
+
 type kind uint8
 
 const (
@@ -109,16 +124,12 @@ func Parse(entries []string) (*List, error) {
 // ParseWithPorts is Parse with explicit default ports for entries without
 // ":port"; nil or empty means DefaultPorts.
 func ParseWithPorts(entries []string, defaultPorts []int) (*List, error) {
-	ports := DefaultPorts
-	if len(defaultPorts) > 0 {
-		for _, p := range defaultPorts {
-			if p < 1 || p > 65535 {
-				return nil, fmt.Errorf("default port %d: must be 1..65535: %w", p, ErrInvalidEntry)
-			}
+	for _, p := range defaultPorts {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("default port %d: must be 1..65535: %w", p, ErrInvalidEntry)
 		}
-		ports = defaultPorts
 	}
-	l := &List{defaultPorts: slices.Clone(ports)}
+	l := &List{defaultPorts: EffectivePorts(defaultPorts)}
 	for _, e := range entries {
 		r, err := parseEntry(e)
 		if err != nil {
@@ -224,12 +235,7 @@ func (l *List) CheckWithPorts(host string, port int, defaultPorts []int) error {
 	if l == nil {
 		return fmt.Errorf("%w: %s (empty allowlist)", ErrHostNotAllowed, h)
 	}
-	if len(defaultPorts) == 0 {
-		defaultPorts = l.defaultPorts
-	}
-	if len(defaultPorts) == 0 {
-		defaultPorts = DefaultPorts
-	}
+	defaultPorts = effectivePorts(defaultPorts, l.defaultPorts)
 	addr, err := netip.ParseAddr(h)
 	literal := err == nil
 	matched := false
@@ -303,10 +309,10 @@ func (l *List) Entries() []string {
 
 // DefaultPortList returns the ports entries without ":port" allow.
 func (l *List) DefaultPortList() []int {
-	if l == nil || len(l.defaultPorts) == 0 {
-		return slices.Clone(DefaultPorts)
+	if l == nil {
+		return EffectivePorts()
 	}
-	return slices.Clone(l.defaultPorts)
+	return EffectivePorts(l.defaultPorts)
 }
 
 // With returns a copy with add entries added and remove entries removed

@@ -319,3 +319,26 @@ func TestAddressEntries(t *testing.T) {
 		t.Errorf("prefixes %v, want %v", got, want)
 	}
 }
+
+// TestEffectivePorts: the one default-ports rule, and a caller cannot change
+// DefaultPorts through what it returns.
+func TestEffectivePorts(t *testing.T) {
+	for _, c := range []struct {
+		in   [][]int
+		want []int
+	}{
+		{nil, []int{80, 443}},
+		{[][]int{nil, {}}, []int{80, 443}},
+		{[][]int{{8443}, {8080}}, []int{8443}},
+		{[][]int{nil, {8080}}, []int{8080}},
+	} {
+		got := EffectivePorts(c.in...)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("EffectivePorts(%v) = %v, want %v", c.in, got, c.want)
+		}
+		got[0] = 1
+	}
+	if !slices.Equal(DefaultPorts, []int{80, 443}) {
+		t.Fatalf("DefaultPorts changed through a result: %v", DefaultPorts)
+	}
+}

@@ -3,6 +3,8 @@ package config
 import (
 	"log/slog"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 // Config is every key crackbox reads. The toml tags are the file's key names;
@@ -60,6 +62,8 @@ type Run struct {
 	Net       string   `toml:"net"`        // guest network mode, see NetModes
 	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
 	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
+	Snapshot  string   `toml:"snapshot"`   // restore from a snapshot: auto, on or off
+	Cache     string   `toml:"cache"`      // kernels, initramfs images, snapshots; "" = jail.CacheDir()
 	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
 	// sees only placeholders. Set in the file only.
 	Secret []RunSecret `toml:"secret"`
@@ -81,9 +85,12 @@ type Log struct {
 // Accels and NetModes are the accepted values of run.accel and run.net.
 var (
 	Accels   = []string{"auto", "kvm", "tcg"}
-	NetModes = []string{"auto", "tap", "proxy-only", "none", "user"} // user is the older name of proxy-only
+	NetModes = []string{"auto", jail.NetTap, jail.NetProxyOnly, jail.NetNone, "user"} // user is the older name of proxy-only
 	Levels   = []string{"debug", "info", "warn", "error"}
 )
+
+// Snapshots are the accepted values of run.snapshot.
+var Snapshots = []string{"auto", "on", "off"}
 
 // Default returns the configuration used when no file, env or flag says otherwise.
 func Default() *Config {
@@ -108,6 +115,7 @@ func Default() *Config {
 			CPUs:     1,
 			Net:      "auto",
 			AddrPool: "10.213.0.0/16",
+			Snapshot: "auto",
 		},
 		Log: Log{Level: "info"},
 	}

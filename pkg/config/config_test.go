@@ -70,6 +70,10 @@ secret = "from-file"
 			func(c *Config) (any, any) { return c.Run.Accel, "kvm" }},
 		{"long run env beats short", map[string]string{"CRACKBOX_ACCEL": "kvm", "CRACKBOX_RUN_ACCEL": "auto"}, nil,
 			func(c *Config) (any, any) { return c.Run.Accel, "auto" }},
+		{"short snapshot env", map[string]string{"CRACKBOX_SNAPSHOT": "off"}, nil,
+			func(c *Config) (any, any) { return c.Run.Snapshot, "off" }},
+		{"short cache env", map[string]string{"CRACKBOX_CACHE": "/var/cache/crackbox"}, nil,
+			func(c *Config) (any, any) { return c.Run.Cache, "/var/cache/crackbox" }},
 		{"size from file", nil, nil, func(c *Config) (any, any) { return c.Run.Memory.MiB(), uint64(1024) }},
 		{"env list", map[string]string{"CRACKBOX_PROXY_ALLOW": "a.example, b.example:8080"}, nil,
 			func(c *Config) (any, any) { return c.Proxy.Allow, []string{"a.example", "b.example:8080"} }},
@@ -157,6 +161,8 @@ func TestInvalidValues(t *testing.T) {
 		{"run.net", "bridge", "use one of"},
 		{"run.addr_pool", "10.0.0.1/31", "IPv4 CIDR"},
 		{"run.timeout", "forever", "30s"},
+		{"run.snapshot", "yes", "auto, on, off"},
+		{"run.cache", "relative/dir", "absolute directory"},
 		{"log.level", "loud", "debug, info"},
 	}
 	for _, tt := range tests {

@@ -17,19 +17,18 @@ import (
 func (p Proxy) RunOptions(extraCIDRs []string) (proxy.Options, error) {
 	opts := proxy.Options{
 		Resolver:       p.Resolver,
-		Hosts:          map[string][]netip.Addr{},
 		DefaultPorts:   p.DefaultPorts,
 		DialTimeout:    p.DialTimeout.Duration,
 		IdleTimeout:    p.IdleTimeout.Duration,
 		HeaderTimeout:  p.HeaderTimeout.Duration,
 		MaxClientConns: p.MaxClientConns,
 	}
-	for _, s := range p.AllowCIDRs {
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return opts, fmt.Errorf("proxy.allow_cidrs: %w", err)
-		}
-		opts.AllowCIDRs = append(opts.AllowCIDRs, pfx)
+	var err error
+	if opts.AllowCIDRs, err = p.CIDRs(); err != nil {
+		return opts, err
+	}
+	if opts.Hosts, err = p.HostAddrs(); err != nil {
+		return opts, err
 	}
 	for _, list := range extraCIDRs {
 		for _, s := range strings.Split(list, ",") {
@@ -61,15 +60,6 @@ func (p Proxy) RunOptions(extraCIDRs []string) (proxy.Options, error) {
 			return opts, fmt.Errorf("proxy.upstream_ca %s: no PEM certificate in it", p.UpstreamCA)
 		}
 		opts.UpstreamRoots = pool
-	}
-	for name, addrs := range p.Hosts {
-		for _, s := range addrs {
-			a, err := netip.ParseAddr(s)
-			if err != nil {
-				return opts, fmt.Errorf("proxy.hosts: %s: %w", name, err)
-			}
-			opts.Hosts[name] = append(opts.Hosts[name], a)
-		}
 	}
 	return opts, nil
 }

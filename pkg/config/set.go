@@ -24,7 +24,7 @@ func Keys() []string {
 
 // EnvNames are the environment variables that set key, most specific first:
 // CRACKBOX_<SECTION>_<KEY>, and for [run] keys also the short CRACKBOX_<KEY>
-// (CRACKBOX_ACCEL, CRACKBOX_KERNEL, CRACKBOX_GUEST_INIT).
+// (CRACKBOX_ACCEL, CRACKBOX_KERNEL, CRACKBOX_GUEST_INIT, CRACKBOX_SNAPSHOT, CRACKBOX_CACHE).
 func EnvNames(key string) []string {
 	section, name, _ := strings.Cut(key, ".")
 	up := func(s string) string { return strings.ToUpper(strings.ReplaceAll(s, ".", "_")) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,11 +37,8 @@ func (c *Config) Validate() error {
 	if _, err := allow.Parse(p.Allow); err != nil {
 		add(invalid("proxy.allow", "%v", err))
 	}
-	for _, s := range p.AllowCIDRs {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			add(invalid("proxy.allow_cidrs", "%q is not a CIDR: write it like \"10.0.0.0/8\"", s))
-		}
-	}
+	_, err := p.CIDRs()
+	add(err)
 	for _, port := range p.DefaultPorts {
 		if port < 1 || port > 65535 {
 			add(invalid("proxy.default_ports", "port %d out of range 1-65535", port))
@@ -61,12 +59,9 @@ func (c *Config) Validate() error {
 		if len(addrs) == 0 {
 			add(invalid("proxy.hosts", "name %q has no addresses: list one or more IPs", name))
 		}
-		for _, a := range addrs {
-			if _, err := netip.ParseAddr(a); err != nil {
-				add(invalid("proxy.hosts", "%s = %q is not an IP address", name, a))
-			}
-		}
 	}
+	_, err = p.HostAddrs()
+	add(err)
 	if p.DialTimeout.Duration == 0 {
 		add(invalid("proxy.dial_timeout", "must be positive, like \"10s\""))
 	}
@@ -95,8 +90,16 @@ func (c *Config) Validate() error {
 	if !slices.Contains(NetModes, r.Net) {
 		add(invalid("run.net", "%q: use one of %s", r.Net, strings.Join(NetModes, ", ")))
 	}
-	if pfx, err := netip.ParsePrefix(r.AddrPool); err != nil || !pfx.Addr().Is4() || pfx.Bits() > 30 {
-		add(invalid("run.addr_pool", "%q: write an IPv4 CIDR of /30 or wider, like \"10.213.0.0/16\"", r.AddrPool))
+	if r.AddrPool == "" {
+		add(invalid("run.addr_pool", "\"\": write an IPv4 CIDR of /30 or wider, like \"10.213.0.0/16\""))
+	}
+	_, err = r.AddrPoolPrefix()
+	add(err)
+	if !slices.Contains(Snapshots, r.Snapshot) {
+		add(invalid("run.snapshot", "%q: use one of %s", r.Snapshot, strings.Join(Snapshots, ", ")))
+	}
+	if r.Cache != "" && !filepath.IsAbs(r.Cache) {
+		add(invalid("run.cache", "%q: write an absolute directory, like \"/var/cache/crackbox\"", r.Cache))
 	}
 	if !slices.Contains(Levels, c.Log.Level) {
 		add(invalid("log.level", "%q: use one of %s", c.Log.Level, strings.Join(Levels, ", ")))

@@ -98,6 +98,13 @@ type Mount struct {
 	ReadOnly bool   `json:"readonly"`
 }
 
+// Guest network modes (Net.Mode); pkg/jail's Net* constants are these.
+const (
+	NetNone      = "none"
+	NetTap       = "tap"
+	NetProxyOnly = "proxy-only"
+)
+
 // Net configures the guest network.
 type Net struct {
 	// Mode is "none" (loopback only), "tap" (eth0 with Addr/Gateway, resolver DNS) or

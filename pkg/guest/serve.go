@@ -153,7 +153,7 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 			return s.finish(ctx, setupFailure(err))
 		}
 	}
-	if rs.Net.Mode == "proxy-only" && rs.Net.ProxyListen != "" {
+	if rs.Net.Mode == control.NetProxyOnly && rs.Net.ProxyListen != "" {
 		f, err := listenProxy(s.sess, rs.Net.ProxyListen, s.cfg.Log)
 		if err != nil {
 			return s.finish(ctx, setupFailure(err))

@@ -51,7 +51,7 @@ func newCLIBench(b *testing.B) *cliBench {
 	if bin == "" {
 		b.Skip("set CRACKBOX_BENCH_BIN to a crackbox binary (scripts/bench.sh does)")
 	}
-	initrd, err := initramfs.Ensure(e.GuestInit, jail.CacheDir())
+	initrd, err := initramfs.Ensure(e.GuestInit, e.Cache)
 	if err != nil {
 		b.Fatal(err)
 	}

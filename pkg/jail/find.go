@@ -19,14 +19,12 @@ const (
 	SystemGuestInit = "/usr/lib/crackbox/guest-init"
 )
 
-// CacheDir is where kernels and initramfs images are cached: $CRACKBOX_CACHE, else
-// $XDG_CACHE_HOME/crackbox, else ~/.cache/crackbox. Under sudo it uses root's own home,
-// never the caller's (sudo may keep HOME and XDG_CACHE_HOME): a root run never loads a
-// kernel from a directory an unprivileged user can write.
+// CacheDir is the default cache of kernels, initramfs images and snapshots (the
+// caller's setting, run.cache, comes first): $XDG_CACHE_HOME/crackbox, else
+// ~/.cache/crackbox. Under sudo it uses root's own home, never the caller's (sudo may keep
+// HOME and XDG_CACHE_HOME): a root run never loads a kernel from a directory an
+// unprivileged user can write.
 func CacheDir() string {
-	if d := os.Getenv("CRACKBOX_CACHE"); d != "" {
-		return d
-	}
 	if os.Geteuid() == 0 && os.Getenv("SUDO_UID") != "" {
 		if u, err := user.LookupId("0"); err == nil && u.HomeDir != "" {
 			return filepath.Join(u.HomeDir, ".cache", "crackbox")
@@ -43,12 +41,9 @@ func CacheDir() string {
 	return filepath.Join(home, ".cache", "crackbox")
 }
 
-// FindKernel returns the guest kernel: explicit, else $CRACKBOX_KERNEL, else the newest
+// FindKernel returns the guest kernel: explicit (run.kernel), else the newest
 // cacheDir/kernel-*/vmlinux, else the installed one (InstalledFile), else SystemKernel.
 func FindKernel(explicit, cacheDir string) (string, error) {
-	if explicit == "" {
-		explicit = os.Getenv("CRACKBOX_KERNEL")
-	}
 	if explicit != "" {
 		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
 			return "", fmt.Errorf("%w: %s is not a file; build one with `make kernel`", ErrNoKernel, explicit)
@@ -111,13 +106,10 @@ func InstalledFile(name string) string {
 	return ""
 }
 
-// FindGuestInit returns the guest-init binary: explicit, else $CRACKBOX_GUEST_INIT, else
-// guest-init next to the running executable, else the installed one (InstalledFile),
-// else SystemGuestInit.
+// FindGuestInit returns the guest-init binary: explicit (run.guest_init), else guest-init
+// next to the running executable, else the installed one (InstalledFile), else
+// SystemGuestInit.
 func FindGuestInit(explicit string) (string, error) {
-	if explicit == "" {
-		explicit = os.Getenv("CRACKBOX_GUEST_INIT")
-	}
 	if explicit != "" {
 		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
 			return "", fmt.Errorf("%w: guest-init %s is not a file; build it with `make guest-init`", ErrBadSpec, explicit)

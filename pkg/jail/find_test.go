@@ -25,9 +25,14 @@ func TestFindKernel(t *testing.T) {
 	if got, err := FindKernel(old, cache); err != nil || got != old {
 		t.Fatalf("explicit kernel: %q, %v", got, err)
 	}
+	// The library reads no environment: the caller's config layer maps CRACKBOX_KERNEL.
 	t.Setenv("CRACKBOX_KERNEL", old)
-	if got, _ := FindKernel("", cache); got != old {
-		t.Fatalf("CRACKBOX_KERNEL ignored: %q", got)
+	if got, _ := FindKernel("", cache); got != newer {
+		t.Fatalf("FindKernel read CRACKBOX_KERNEL: %q, want the newest %q", got, newer)
+	}
+	t.Setenv("CRACKBOX_GUEST_INIT", old)
+	if got, _ := FindGuestInit(""); got == old {
+		t.Fatalf("FindGuestInit read CRACKBOX_GUEST_INIT: %q", got)
 	}
 	t.Setenv("CRACKBOX_KERNEL", "")
 	if _, err := FindKernel(filepath.Join(cache, "missing"), cache); !errors.Is(err, ErrNoKernel) {
@@ -41,13 +46,9 @@ func TestFindKernel(t *testing.T) {
 }
 
 func TestCacheDir(t *testing.T) {
-	t.Setenv("CRACKBOX_CACHE", "/x/cache")
-	if got := CacheDir(); got != "/x/cache" {
-		t.Fatalf("CRACKBOX_CACHE: %q", got)
-	}
-	t.Setenv("CRACKBOX_CACHE", "")
 	t.Setenv("XDG_CACHE_HOME", "/home/alice/.cache")
 	t.Setenv("SUDO_UID", "")
+	t.Setenv("CRACKBOX_CACHE", "/x/cache") // run.cache, mapped by the caller's config
 	if got := CacheDir(); got != "/home/alice/.cache/crackbox" {
 		t.Fatalf("XDG_CACHE_HOME: %q", got)
 	}

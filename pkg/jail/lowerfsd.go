@@ -4,43 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 )
-
-// addLowers attaches the root's read-only lowers: 9p shares QEMU serves itself, or, for a
-// modular kernel, one virtiofsd per lower.
-func (v *vm) addLowers(p *plan, cfg *vmConfig, vmm *vmmIdentity, leaf *cgroupLeaf) error {
-	var logf *os.File
-	defer func() {
-		if logf != nil {
-			logf.Close()
-		}
-	}()
-	for i, l := range p.lowers {
-		if l.FS == FSStream {
-			continue // served over the control session, not a device
-		}
-		vs := vmShare{share: l}
-		if l.FS == FSVirtiofs {
-			if logf == nil {
-				var err error
-				if logf, err = os.OpenFile(v.rd.path("virtiofsd-lower.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
-					return err
-				}
-			}
-			vs.Sock = v.rd.vmPath("lower" + strconv.Itoa(i) + ".sock")
-			c, err := startLowerVirtiofsd(l, vs.Sock, vmm, logf)
-			if err != nil {
-				return err
-			}
-			v.fsd = append(v.fsd, c)
-			leaf.add(c.Process.Pid)
-		}
-		cfg.Shares = append(cfg.Shares, vs)
-	}
-	return nil
-}
 
 // lowerScript runs as root of the daemon's own user and mount namespaces: a private
 // mount tree, a scratch /run (virtiofsd writes a pid file there), the share bound

@@ -26,105 +26,20 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given: crackbox run [flags] -- cmd args...", ErrBadSpec)
 	}
-	p := &plan{machine: s.Machine, cpus: s.CPUs, memMiB: s.MemoryMiB}
-	switch p.machine {
-	case "":
-		p.machine = MachineMicrovm
-	case MachineMicrovm, MachineQ35:
-	default:
-		return nil, fmt.Errorf("%w: machine %q: use microvm or q35", ErrBadSpec, s.Machine)
+	p, err := planMachine(s)
+	if err != nil {
+		return nil, err
 	}
-	if p.cpus == 0 {
-		p.cpus = 1
-	}
-	if p.cpus < 0 || p.cpus > MaxCPUs {
-		return nil, fmt.Errorf("%w: cpus %d: use 1 to %d", ErrBadSpec, s.CPUs, MaxCPUs)
-	}
-	if p.memMiB == 0 {
-		p.memMiB = DefaultMemoryMiB
-	}
-	if p.memMiB < 64 || p.memMiB > 1<<20 {
-		return nil, fmt.Errorf("%w: memory %d MiB: use at least 64M (e.g. 256M, 1G)", ErrBadSpec, s.MemoryMiB)
-	}
-
 	inv := InvokingUser()
-	u := inv
-	if s.User != nil {
-		u = *s.User
-	}
-	if s.Root {
-		u = User{UID: 0, GID: 0, Home: "/root"}
-	}
-	if u.Home == "" {
-		u.Home = "/"
-	}
-	groups := u.Groups
-	if len(groups) == 0 {
-		groups = []int{u.GID}
-	}
-
+	u := guestUser(s, inv)
 	// Shares are checked against the invoking user's home: that is whose secrets they hold.
-	if s.Workdir != "" {
-		host, err := checkHostShare(s.Workdir, inv.Home, shareCheck{force: s.Force, noSymlinks: s.WorkdirNoSymlinks})
-		if err != nil {
-			return nil, err
-		}
-		target, _ := filepath.Abs(s.Workdir)
-		if err := checkGuestTarget(target); err != nil {
-			return nil, err
-		}
-		p.userShare = append(p.userShare, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
+	if p.userShare, err = planShares(s, inv.Home, userFS); err != nil {
+		return nil, err
 	}
-	for _, v := range s.Volumes {
-		host, err := checkHostShare(v.Host, inv.Home, shareCheck{force: s.Force, noSymlinks: v.NoSymlinks})
-		if err != nil {
-			return nil, err
-		}
-		if err := checkGuestTarget(v.Guest); err != nil {
-			return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
-		}
-		p.userShare = append(p.userShare, share{Host: host, Target: v.Guest, ReadOnly: v.ReadOnly})
+	root, err := p.planRoot(s.RootFS)
+	if err != nil {
+		return nil, err
 	}
-	seen := map[string]bool{}
-	for i := range p.userShare {
-		sh := &p.userShare[i]
-		if seen[sh.Target] {
-			return nil, fmt.Errorf("%w: two shares target %s in the guest; give each its own path", ErrBadSpec, sh.Target)
-		}
-		seen[sh.Target] = true
-		if err := qemuPathOK(sh.Host); err != nil {
-			return nil, err
-		}
-		sh.Tag = "v" + strconv.Itoa(i)
-		sh.FS = userFS
-	}
-
-	root := control.Root{Mode: "hostview"}
-	if s.RootFS != "" {
-		abs, err := filepath.Abs(s.RootFS)
-		if err != nil {
-			return nil, fmt.Errorf("%w: rootfs %s: %v", ErrBadSpec, s.RootFS, err)
-		}
-		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("%w: rootfs %s is not a directory", ErrBadSpec, s.RootFS)
-		}
-		if abs == "/" {
-			return nil, fmt.Errorf("%w: rootfs / would share the whole host; leave rootfs empty for the host view", ErrBadSpec)
-		}
-		if err := qemuPathOK(abs); err != nil {
-			return nil, err
-		}
-		root.Mode = "rootfs"
-		p.lowers = []share{{Tag: "rootfs", Host: abs, Target: "/", ReadOnly: true, FS: FS9P}}
-	} else {
-		p.lowers = hostViewShares()
-		root.Symlinks = hostSymlinks()
-		root.Mask = hostMasks("/")
-	}
-	for _, l := range p.lowers {
-		root.Lower = append(root.Lower, control.Mount{Tag: l.Tag, Target: l.Target, FSType: l.FS, ReadOnly: true})
-	}
-
 	env, err := guestEnv(s.Env, u.Home, os.Getenv("TERM"), os.Getenv("LANG"), s.TTY)
 	if err != nil {
 		return nil, err
@@ -148,6 +63,10 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	groups := u.Groups
+	if len(groups) == 0 {
+		groups = []int{u.GID}
+	}
 	p.rs = control.RunSpec{
 		Argv: s.Argv, Env: env, Dir: dir,
 		UID: u.UID, GID: u.GID, Groups: groups,
@@ -161,6 +80,117 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		p.rs.Mounts = append(p.rs.Mounts, control.Mount{Tag: sh.Tag, Target: sh.Target, FSType: sh.FS, ReadOnly: sh.ReadOnly})
 	}
 	return p, nil
+}
+
+// planMachine checks the machine type, cpus and memory and fills their defaults.
+func planMachine(s Spec) (*plan, error) {
+	p := &plan{machine: s.Machine, cpus: s.CPUs, memMiB: s.MemoryMiB}
+	switch p.machine {
+	case "":
+		p.machine = MachineMicrovm
+	case MachineMicrovm, MachineQ35:
+	default:
+		return nil, fmt.Errorf("%w: machine %q: use microvm or q35", ErrBadSpec, s.Machine)
+	}
+	if p.cpus == 0 {
+		p.cpus = 1
+	}
+	if p.cpus < 0 || p.cpus > MaxCPUs {
+		return nil, fmt.Errorf("%w: cpus %d: use 1 to %d", ErrBadSpec, s.CPUs, MaxCPUs)
+	}
+	if p.memMiB == 0 {
+		p.memMiB = DefaultMemoryMiB
+	}
+	if p.memMiB < 64 || p.memMiB > 1<<20 {
+		return nil, fmt.Errorf("%w: memory %d MiB: use at least 64M (e.g. 256M, 1G)", ErrBadSpec, s.MemoryMiB)
+	}
+	return p, nil
+}
+
+// guestUser is who the command runs as: the invoking user unless the spec names one.
+func guestUser(s Spec, inv User) User {
+	u := inv
+	if s.User != nil {
+		u = *s.User
+	}
+	if s.Root {
+		u = User{UID: 0, GID: 0, Home: "/root"}
+	}
+	if u.Home == "" {
+		u.Home = "/"
+	}
+	return u
+}
+
+// planShares checks the workdir and volumes against home (whose secrets they would
+// expose) and tags them v0..vN, each a distinct guest path.
+func planShares(s Spec, home, userFS string) ([]share, error) {
+	var out []share
+	if s.Workdir != "" {
+		host, err := checkHostShare(s.Workdir, home, shareCheck{force: s.Force, noSymlinks: s.WorkdirNoSymlinks})
+		if err != nil {
+			return nil, err
+		}
+		target, _ := filepath.Abs(s.Workdir)
+		if err := checkGuestTarget(target); err != nil {
+			return nil, err
+		}
+		out = append(out, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
+	}
+	for _, v := range s.Volumes {
+		host, err := checkHostShare(v.Host, home, shareCheck{force: s.Force, noSymlinks: v.NoSymlinks})
+		if err != nil {
+			return nil, err
+		}
+		if err := checkGuestTarget(v.Guest); err != nil {
+			return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+		}
+		out = append(out, share{Host: host, Target: v.Guest, ReadOnly: v.ReadOnly})
+	}
+	seen := map[string]bool{}
+	for i := range out {
+		sh := &out[i]
+		if seen[sh.Target] {
+			return nil, fmt.Errorf("%w: two shares target %s in the guest; give each its own path", ErrBadSpec, sh.Target)
+		}
+		seen[sh.Target] = true
+		if err := qemuPathOK(sh.Host); err != nil {
+			return nil, err
+		}
+		sh.Tag = "v" + strconv.Itoa(i)
+		sh.FS = userFS
+	}
+	return out, nil
+}
+
+// planRoot sets the guest's read-only lowers: the host view, or rootfs when given.
+func (p *plan) planRoot(rootfs string) (control.Root, error) {
+	root := control.Root{Mode: "hostview"}
+	if rootfs != "" {
+		abs, err := filepath.Abs(rootfs)
+		if err != nil {
+			return root, fmt.Errorf("%w: rootfs %s: %v", ErrBadSpec, rootfs, err)
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return root, fmt.Errorf("%w: rootfs %s is not a directory", ErrBadSpec, rootfs)
+		}
+		if abs == "/" {
+			return root, fmt.Errorf("%w: rootfs / would share the whole host; leave rootfs empty for the host view", ErrBadSpec)
+		}
+		if err := qemuPathOK(abs); err != nil {
+			return root, err
+		}
+		root.Mode = "rootfs"
+		p.lowers = []share{{Tag: "rootfs", Host: abs, Target: "/", ReadOnly: true, FS: FS9P}}
+	} else {
+		p.lowers = hostViewShares()
+		root.Symlinks = hostSymlinks()
+		root.Mask = hostMasks("/")
+	}
+	for _, l := range p.lowers {
+		root.Lower = append(root.Lower, control.Mount{Tag: l.Tag, Target: l.Target, FSType: l.FS, ReadOnly: true})
+	}
+	return root, nil
 }
 
 // netSpec checks the network settings and turns them into the guest's view.
@@ -177,7 +207,7 @@ func netSpec(n Net) (control.Net, error) {
 	case NetProxyOnly:
 		out.ProxyListen = n.ProxyListen
 		if out.ProxyListen == "" {
-			out.ProxyListen = "127.0.0.1:3128"
+			out.ProxyListen = DefaultProxyListen
 		}
 	default:
 		return out, fmt.Errorf("%w: net mode %q: use none, tap or proxy-only", ErrBadSpec, n.Mode)

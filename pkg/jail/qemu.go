@@ -39,6 +39,20 @@ type vmConfig struct {
 	Incoming string
 }
 
+// newVMConfig is the part of the command line that a snapshot's key covers, built the
+// same way for a boot, a snapshot and its key (snapKey): QEMU opens the kernel and
+// initramfs as inherited files 3 and 4, and a snapshot layout fixes shares and NIC.
+func newVMConfig(p *plan, st vmStart) vmConfig {
+	cfg := vmConfig{
+		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
+		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
+	}
+	if st.layout != nil {
+		cfg.Shares, cfg.FixedNIC = st.layout, true
+	}
+	return cfg
+}
+
 // vmShare is a share as QEMU sees it: a directory for 9p, a vhost-user socket for virtiofs.
 type vmShare struct {
 	share

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -26,78 +27,25 @@ const ctlTimeout = 30 * time.Second
 // covers the whole run, boot included.
 func Run(ctx context.Context, s Spec) (Result, error) {
 	res := Result{Exit: ExitFailed}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
 	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	qemu, err := FindQEMU()
+	b, err := prepare(s, log)
 	if err != nil {
 		return res, err
 	}
-	want := s.Accel
-	if want == "" {
-		want = os.Getenv("CRACKBOX_ACCEL")
-	}
-	accel, why, err := ChooseAccel(want, ProbeHost())
-	if err != nil {
-		return res, err
-	}
-	kvmGID := -1
-	if accel == AccelKVM {
-		kvmGID = kvmDeviceGID()
-	}
-	snapMode, err := snapshotMode(s.Snapshot)
-	if err != nil {
-		return res, err
-	}
-	vmm := pickVMM(os.Geteuid(), InvokingUser(), kvmGID)
-	p, err := makePlan(s, vmm.UserFS)
-	if err != nil {
-		return res, err
-	}
-	cache := s.CacheDir
-	if cache == "" {
-		cache = CacheDir()
-	}
-	kernel, err := FindKernel(s.Kernel, cache)
-	if err != nil {
-		return res, err
-	}
-	if err := checkKernelCPUs(kernel, p.cpus); err != nil {
-		return res, err
-	}
-	mk, err := probeKernel(kernel)
-	if err == nil {
-		err = mk.adapt(p, os.Geteuid())
-	}
-	if err != nil {
-		return res, err
-	}
-	if ok, why := snapshotCompatible(snapInputOf(p, snapMode)); !ok && snapMode == SnapshotOn {
-		return res, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
-	}
-	gi, err := FindGuestInit(s.GuestInit)
-	if err != nil {
-		return res, err
-	}
-	initrd, err := mk.initramfs(gi, cache)
-	if err != nil {
-		return res, fmt.Errorf("initramfs for %s: %w", gi, err)
-	}
-	if accel == AccelTCG && (want == "" || want == AccelAuto) {
-		log.Warn("no usable kvm, using tcg (slow)", "why", why)
-	}
-	res.Accel = accel
+	res.Accel = b.start.accel
 
-	if vmm.ID != nil && vmm.ID.PerRun {
+	if b.vmm.ID != nil && b.vmm.ID.PerRun {
 		c, err := claimVMMUID(runDirBase(s.RunDirBase))
 		if err != nil {
 			return res, err
 		}
 		defer c.release()
-		vmm.ID.UID, vmm.ID.GID, vmm.ID.claim = c.UID, c.UID, c
+		b.vmm.ID.UID, b.vmm.ID.GID, b.vmm.ID.claim = c.UID, c.UID, c
 	}
-	rd, err := newRunDir(runDirBase(s.RunDirBase), vmm.ID)
+	rd, err := newRunDir(runDirBase(s.RunDirBase), b.vmm.ID)
 	if err != nil {
 		return res, err
 	}
@@ -111,43 +59,20 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
-
-	leaf := vmmConfinement(rd.ID, p, os.Geteuid(), log)
-	defer leaf.remove()
-
-	var tap *Tap
+	b.start.leaf = vmmConfinement(rd.ID, b.p, os.Geteuid(), log)
+	defer b.start.leaf.remove()
 	if s.Net.Mode == NetTap {
-		tap = s.Net.Tap
+		b.start.tap = s.Net.Tap
 	}
-	start := vmStart{
-		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: vmm.ID, tap: tap, leaf: leaf,
-		append: kernelCmdline(accel, p.machine, tscKHz(), s.Debug),
-	}
+
 	rlog := log.With("run", rd.ID)
-	v, conn := bootSnapshot(runCtx, p, start, snapMode, cache, runDirBase(s.RunDirBase), rd, rlog)
-	res.Restored = v != nil
-	if v == nil {
-		v, err = startVM(p, start, rd, rlog)
-		if err != nil {
-			keep = true
-			return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
-		}
-		conn, err = v.acceptCtl(ctlTimeout)
-		if err != nil {
-			v.shutdown(0)
-			keep = true
-			return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
-		}
-		if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited); err == nil {
-			v.qmp = m
-			st, err := m.status(2 * time.Second)
-			log.Debug("qmp connected", "status", st, "err", err)
-		} else {
-			log.Warn("qmp unavailable, will kill qemu to stop it", "err", err)
-		}
+	v, conn, err := b.boot(runCtx, s, rd, rlog)
+	res.Restored = b.restored
+	if err != nil {
+		keep = true
+		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
 	}
 	defer conn.Close()
-
 	// A guest that dies takes QEMU with it; the control socket then reads EOF after the
 	// bytes already sent, which ends the session. This is only a backstop.
 	go func() {
@@ -156,9 +81,121 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		conn.Close()
 	}()
 
-	shareLog, err := openRunLog(rd.path("shares.log"))
+	exit, serr, err := runCommand(runCtx, s, b.p, v, conn, rlog, &res)
 	if err != nil {
+		v.shutdown(0)
 		return res, err
+	}
+	res, keep, err = finish(ctx, runCtx, s, v, rd, res, exit, serr)
+	return res, err
+}
+
+// prepared is a run decided before anything is claimed or started: the plan, the QEMU,
+// kernel, initramfs and accelerator, and how QEMU is confined.
+type prepared struct {
+	p        *plan
+	start    vmStart // the run's cgroup leaf and tap are added once claimed
+	vmm      vmmPlan
+	snapMode string
+	cache    string
+	restored bool // boot restored the guest from a snapshot
+}
+
+// prepare validates s and finds everything the guest boots from.
+func prepare(s Spec, log *slog.Logger) (*prepared, error) {
+	qemu, err := FindQEMU()
+	if err != nil {
+		return nil, err
+	}
+	accel, why, err := ChooseAccel(s.Accel, ProbeHost())
+	if err != nil {
+		return nil, err
+	}
+	kvmGID := -1
+	if accel == AccelKVM {
+		kvmGID = kvmDeviceGID()
+	}
+	b := &prepared{cache: s.CacheDir}
+	if b.snapMode, err = snapshotMode(s.Snapshot); err != nil {
+		return nil, err
+	}
+	b.vmm = pickVMM(os.Geteuid(), InvokingUser(), kvmGID)
+	if b.p, err = makePlan(s, b.vmm.UserFS); err != nil {
+		return nil, err
+	}
+	if b.cache == "" {
+		b.cache = CacheDir()
+	}
+	kernel, err := FindKernel(s.Kernel, b.cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkKernelCPUs(kernel, b.p.cpus); err != nil {
+		return nil, err
+	}
+	mk, err := probeKernel(kernel)
+	if err == nil {
+		err = mk.adapt(b.p, os.Geteuid())
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ok, why := snapshotCompatible(snapInputOf(b.p, b.snapMode)); !ok && b.snapMode == SnapshotOn {
+		return nil, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
+	}
+	gi, err := FindGuestInit(s.GuestInit)
+	if err != nil {
+		return nil, err
+	}
+	initrd, err := mk.initramfs(gi, b.cache)
+	if err != nil {
+		return nil, fmt.Errorf("initramfs for %s: %w", gi, err)
+	}
+	if accel == AccelTCG && (s.Accel == "" || s.Accel == AccelAuto) {
+		log.Warn("no usable kvm, using tcg (slow)", "why", why)
+	}
+	b.start = vmStart{
+		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: b.vmm.ID,
+		append: kernelCmdline(accel, b.p.machine, tscKHz(), s.Debug),
+	}
+	return b, nil
+}
+
+// boot restores the guest from a snapshot when the run fits one, else boots it cold,
+// and returns it with its control connection accepted. On error the run dir holds the
+// logs and nothing is left running.
+func (b *prepared) boot(ctx context.Context, s Spec, rd *runDir, log *slog.Logger) (*vm, *net.UnixConn, error) {
+	v, conn := bootSnapshot(ctx, b.p, b.start, b.snapMode, b.cache, runDirBase(s.RunDirBase), rd, log)
+	if v != nil {
+		b.restored = true
+		return v, conn, nil
+	}
+	v, err := startVM(b.p, b.start, rd, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err = v.acceptCtl(ctlTimeout)
+	if err != nil {
+		v.shutdown(0)
+		return nil, nil, err
+	}
+	if m, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited); err == nil {
+		v.qmp = m
+		st, err := m.status(2 * time.Second)
+		log.Debug("qmp connected", "status", st, "err", err)
+	} else {
+		log.Warn("qmp unavailable, will kill qemu to stop it", "err", err)
+	}
+	return v, conn, nil
+}
+
+// runCommand sends the RunSpec over conn and drives the session until the command ends,
+// serving the guest's stream shares meanwhile, and records the boot and run times in
+// res. serr is how the session ended; err a failure to set it up.
+func runCommand(ctx context.Context, s Spec, p *plan, v *vm, conn net.Conn, rlog *slog.Logger, res *Result) (exit control.Exit, serr, err error) {
+	shareLog, err := openRunLog(v.rd.path("shares.log"))
+	if err != nil {
+		return exit, nil, err
 	}
 	defer shareLog.Close()
 	shares := newStreamShares(p, diskQuota(s.DiskQuota), shareLog, rlog)
@@ -169,7 +206,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	hooks := sessionHooks{
 		Signals: s.Signals, Resize: s.Resize,
 		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve,
-		Log: log,
+		Log: s.Logger,
 		Started: func(pid int) {
 			startedMu.Lock()
 			startedAt = time.Now()
@@ -186,7 +223,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	p.rs.Seed = make([]byte, 32)
 	_, _ = rand.Read(p.rs.Seed)
 	p.rs.TimeUnixNano = time.Now().UnixNano()
-	exit, serr := runSession(runCtx, conn, p.rs, Stdio{Stdin: stdin, Stdout: orDiscard(s.Stdout), Stderr: orDiscard(s.Stderr)}, hooks)
+	exit, serr = runSession(ctx, conn, p.rs, Stdio{Stdin: stdin, Stdout: orDiscard(s.Stdout), Stderr: orDiscard(s.Stderr)}, hooks)
 	end := time.Now()
 	startedMu.Lock()
 	if !startedAt.IsZero() {
@@ -195,24 +232,28 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		res.Boot = end.Sub(v.started)
 	}
 	startedMu.Unlock()
+	return exit, serr, nil
+}
 
+// finish stops the guest and turns how the session ended into the result; keep says
+// whether the run dir holds logs worth keeping (a crash).
+func finish(ctx, runCtx context.Context, s Spec, v *vm, rd *runDir, res Result, exit control.Exit, serr error) (_ Result, keep bool, _ error) {
 	switch {
 	case serr == nil:
 		// The guest synced and sent its exit frame; do not wait for its reboot.
 		v.shutdown(0)
-		return exitResult(res, exit), nil
+		return exitResult(res, exit), false, nil
 	case runCtx.Err() != nil:
 		// runSession asked the guest to power off; give it a moment, then quit.
 		v.shutdown(2 * time.Second)
 		if ctx.Err() != nil {
-			return res, ctx.Err()
+			return res, false, ctx.Err()
 		}
-		return res, fmt.Errorf("%w: the command did not finish within %s; the guest was stopped", ErrTimeout, s.Timeout)
+		return res, false, fmt.Errorf("%w: the command did not finish within %s; the guest was stopped", ErrTimeout, s.Timeout)
 	default:
 		v.shutdown(3 * time.Second)
-		keep = true
 		res.ConsoleLog = rd.path("console.log")
-		return res, fmt.Errorf("%w: %s (console log: %s)", ErrGuestCrashed, crashReason(v, serr), res.ConsoleLog)
+		return res, true, fmt.Errorf("%w: %s (console log: %s)", ErrGuestCrashed, crashReason(v, serr), res.ConsoleLog)
 	}
 }
 

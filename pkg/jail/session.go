@@ -50,41 +50,18 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		return control.Exit{}, err
 	}
 	defer sess.Close()
-	// Until the streams are open a cancel must still unblock us.
-	stopEarly := context.AfterFunc(ctx, func() { sess.Close() })
 	lost := func(err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return fmt.Errorf("%w: %v", ErrSessionLost, err)
 	}
-
-	ctlStream, err := control.Open(sess, control.KindCtl)
+	ctl, streams, err := openStreams(ctx, sess, rs)
 	if err != nil {
 		return control.Exit{}, lost(err)
 	}
-	ctl := control.NewConn(ctlStream)
-	if err := ctl.Send(control.Message{Type: control.MsgRun, Run: &rs}); err != nil {
-		return control.Exit{}, lost(err)
-	}
-	var streams [3]net.Conn
-	for i, kind := range []string{control.KindStdin, control.KindStdout, control.KindStderr} {
-		if streams[i], err = control.Open(sess, kind); err != nil {
-			return control.Exit{}, lost(err)
-		}
-	}
-	if !stopEarly() {
-		return control.Exit{}, ctx.Err()
-	}
 	go acceptGuestStreams(sess, h)
-
-	go func() {
-		if stdio.Stdin != nil {
-			_, _ = io.Copy(streams[0], stdio.Stdin)
-		}
-		_ = control.CloseWrite(streams[0])
-	}()
-	var copies sync.WaitGroup
+	copies := copyStdio(streams, stdio, h.Log)
 	// waitCopies waits for the output copies; a guest that sends its exit frame but keeps
 	// an output stream open is cut off when ctx ends.
 	waitCopies := func() error {
@@ -99,42 +76,11 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 			return ctx.Err()
 		}
 	}
-	for i, w := range []io.Writer{stdio.Stdout, stdio.Stderr} {
-		if w == nil {
-			w = io.Discard
-		}
-		src := streams[i+1]
-		copies.Go(func() {
-			if _, err := io.Copy(w, src); err != nil {
-				// Keep reading so the guest is not blocked on a full window, as a
-				// command writing into a closed pipe would not hang either.
-				h.Log.Debug("session output copy", "err", err)
-				_, _ = io.Copy(io.Discard, src)
-			}
-		})
-	}
 
 	done := make(chan struct{})
 	defer close(done)
 	go forwardControls(ctl, h, done)
-
-	msgs := make(chan control.Message)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := ctl.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-done:
-				return
-			}
-		}
-	}()
-
+	msgs, recvErr := receive(ctl, done)
 	for {
 		select {
 		case <-ctx.Done():
@@ -166,6 +112,78 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 			}
 		}
 	}
+}
+
+// openStreams opens the control stream, sends rs on it, and opens the stdin, stdout and
+// stderr streams. Until they are open a cancel of ctx closes the session, so it returns.
+func openStreams(ctx context.Context, sess *yamux.Session, rs control.RunSpec) (*control.Conn, [3]net.Conn, error) {
+	var streams [3]net.Conn
+	stopEarly := context.AfterFunc(ctx, func() { sess.Close() })
+	ctlStream, err := control.Open(sess, control.KindCtl)
+	if err != nil {
+		return nil, streams, err
+	}
+	ctl := control.NewConn(ctlStream)
+	if err := ctl.Send(control.Message{Type: control.MsgRun, Run: &rs}); err != nil {
+		return nil, streams, err
+	}
+	for i, kind := range []string{control.KindStdin, control.KindStdout, control.KindStderr} {
+		if streams[i], err = control.Open(sess, kind); err != nil {
+			return nil, streams, err
+		}
+	}
+	if !stopEarly() {
+		return nil, streams, ctx.Err()
+	}
+	return ctl, streams, nil
+}
+
+// copyStdio copies stdin into the guest and the guest's stdout and stderr out; the
+// returned group waits for the output copies.
+func copyStdio(streams [3]net.Conn, stdio Stdio, log *slog.Logger) *sync.WaitGroup {
+	go func() {
+		if stdio.Stdin != nil {
+			_, _ = io.Copy(streams[0], stdio.Stdin)
+		}
+		_ = control.CloseWrite(streams[0])
+	}()
+	var copies sync.WaitGroup
+	for i, w := range []io.Writer{stdio.Stdout, stdio.Stderr} {
+		if w == nil {
+			w = io.Discard
+		}
+		src := streams[i+1]
+		copies.Go(func() {
+			if _, err := io.Copy(w, src); err != nil {
+				// Keep reading so the guest is not blocked on a full window, as a
+				// command writing into a closed pipe would not hang either.
+				log.Debug("session output copy", "err", err)
+				_, _ = io.Copy(io.Discard, src)
+			}
+		})
+	}
+	return &copies
+}
+
+// receive reads control messages until the connection fails or done closes.
+func receive(ctl *control.Conn, done <-chan struct{}) (<-chan control.Message, <-chan error) {
+	msgs := make(chan control.Message)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := ctl.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-done:
+				return
+			}
+		}
+	}()
+	return msgs, recvErr
 }
 
 // forwardControls sends signals and resizes from the hooks until the session ends.

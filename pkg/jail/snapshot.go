@@ -68,48 +68,11 @@ func (sr *snapRun) path() string { return filepath.Join(sr.dir, sr.key+".snap") 
 // it holds the reason.
 func (sr *snapRun) failedPath() string { return filepath.Join(sr.dir, sr.key+".failed") }
 
-// snapRetryFailed is how long a failure marker holds: within it every run of the key
-// boots cold at once instead of paying for another snapshot boot that fails the same way.
-// A different QEMU, kernel, initramfs, host CPU or argument is another key and tries again.
-const snapRetryFailed = 24 * time.Hour
-
-// errSnapFailedBefore: the key has a fresh failure marker.
-var errSnapFailedBefore = errors.New("snapshot failed before on this key")
-
-// failedBefore returns the recorded reason while the marker is fresh.
-func (sr *snapRun) failedBefore() (string, bool) {
-	st, err := os.Stat(sr.failedPath())
-	if err != nil || time.Since(st.ModTime()) > snapRetryFailed {
-		return "", false
-	}
-	b, _ := os.ReadFile(sr.failedPath())
-	return strings.TrimSpace(string(b)), true
-}
-
-// markFailed records why the key's snapshot failed, unless the run was only cancelled.
-func (sr *snapRun) markFailed(ctx context.Context, why error) {
-	if ctx.Err() != nil || errors.Is(why, context.Canceled) || errors.Is(why, context.DeadlineExceeded) {
-		return
-	}
-	tmp, err := os.CreateTemp(sr.dir, sr.key+".failed.tmp-*")
-	if err != nil {
-		return
-	}
-	_, werr := fmt.Fprintf(tmp, "%s\n", why)
-	if cerr := tmp.Close(); werr == nil && cerr == nil && os.Rename(tmp.Name(), sr.failedPath()) == nil {
-		sr.log.Debug("snapshot marked failed", "key", sr.key, "for", snapRetryFailed)
-		return
-	}
-	os.Remove(tmp.Name())
-}
-
 // newSnapRun computes the run's snapshot key.
 func newSnapRun(p *plan, st vmStart, cache, runBase string, log *slog.Logger) (*snapRun, error) {
-	cfg := vmConfig{
-		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
-		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
-		Shares: snapLayout(nil, "-"), FixedNIC: true,
-	}
+	keyed := st
+	keyed.layout = snapLayout(nil, "-")
+	cfg := newVMConfig(p, keyed)
 	host, err := snapHost(st.accel)
 	if err != nil {
 		return nil, err
@@ -121,69 +84,9 @@ func newSnapRun(p *plan, st vmStart, cache, runBase string, log *slog.Logger) (*
 	return &snapRun{dir: filepath.Join(cache, "snapshots"), key: key, p: p, st: st, runBase: runBase, log: log}, nil
 }
 
-// ensure returns the snapshot file, making it first if there is none. Concurrent runs
-// serialize on a lock file; the file appears only complete (rename).
-func (sr *snapRun) ensure(ctx context.Context) (path string, made bool, err error) {
-	path = sr.path()
-	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
-		return path, false, nil
-	}
-	if why, ok := sr.failedBefore(); ok {
-		return "", false, fmt.Errorf("%w: %s", errSnapFailedBefore, why)
-	}
-	if err := os.MkdirAll(sr.dir, 0o700); err != nil {
-		return "", false, err
-	}
-	lock, err := os.OpenFile(filepath.Join(sr.dir, sr.key+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return "", false, err
-	}
-	defer lock.Close()
-	deadline := time.Now().Add(snapLockTimeout)
-	for {
-		err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return "", false, fmt.Errorf("snapshot lock: %w", err)
-		}
-		if time.Now().After(deadline) {
-			return "", false, errors.New("snapshot lock: another run is still making it")
-		}
-		select {
-		case <-ctx.Done():
-			return "", false, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if st, err := os.Stat(path); err == nil && st.Size() > 0 {
-		return path, false, nil
-	}
-	if why, ok := sr.failedBefore(); ok {
-		return "", false, fmt.Errorf("%w: %s", errSnapFailedBefore, why)
-	}
-	// Holding the lock, any temp file of this key is left by a maker that was killed.
-	if old, _ := filepath.Glob(filepath.Join(sr.dir, sr.key+".snap.tmp-*")); len(old) > 0 {
-		for _, f := range old {
-			os.Remove(f)
-		}
-	}
-	start := time.Now()
-	pruneSnapshots(sr.dir, snapMaxIdle)
-	if err := sr.make(ctx, path); err != nil {
-		sr.markFailed(ctx, fmt.Errorf("make: %w", err))
-		return "", false, err
-	}
-	sr.log.Debug("snapshot made", "key", sr.key, "took", time.Since(start).Round(time.Millisecond))
-	return path, true, nil
-}
-
 // make boots a guest with the snapshot layout and empty shares, waits until guest-init
 // only waits for the RunSpec (the host has accepted the control connection and sends
-// nothing), and migrates it into path. The file descriptor reaches QEMU over QMP
-// (getfd), so QEMU keeps spawn=deny: an exec: migration would need it relaxed.
+// nothing), and migrates it into path.
 func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	rd, err := newRunDir(sr.runBase, sr.st.vmm)
 	if err != nil {
@@ -213,24 +116,14 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	if err := v.waitConsole(ctx, snapReadyMarker, snapBootTimeout); err != nil {
 		return fail(err)
 	}
-	q, err := dialRawQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
+	q, err := dialQMP(rd.vmPath("qmp.sock"), 5*time.Second, v.exited)
 	if err != nil {
 		return err
 	}
 	defer q.close()
-	settle := time.Now()
-	tids, err := q.vcpuThreadIDs()
-	if err != nil {
+	if err := sr.settle(ctx, q, v.cmd.Process.Pid); err != nil {
 		return err
 	}
-	idle, err := waitVCPUsIdle(ctx, v.cmd.Process.Pid, tids, snapIdleTimeout)
-	switch {
-	case errors.Is(err, errNoVCPUThreads):
-		time.Sleep(snapSettle)
-	case err != nil:
-		return err
-	}
-	sr.log.Debug("snapshot guest settled", "idle", idle, "vcpus", len(tids), "waited", time.Since(settle).Round(time.Millisecond))
 	tmp, err := os.CreateTemp(sr.dir, sr.key+".snap.tmp-*")
 	if err != nil {
 		return err
@@ -241,20 +134,10 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	// The default bandwidth cap (32 MiB/s) would make this take seconds.
-	if _, err := q.do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil); err != nil {
-		return err
-	}
-	if _, err := q.do("getfd", map[string]any{"fdname": "snap"}, tmp); err != nil {
-		return err
-	}
-	if _, err := q.do("migrate", map[string]any{"uri": "fd:snap"}, nil); err != nil {
-		return err
-	}
-	if err := q.waitMigrated(ctx, snapMigrateTimeout); err != nil {
+	if err := migrateInto(ctx, q, tmp); err != nil {
 		return fail(err)
 	}
-	_, _ = q.do("quit", nil, nil)
+	_ = q.quit(qmpTimeout)
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
@@ -262,6 +145,41 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 		return errors.New("snapshot: migration wrote nothing")
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// settle waits until every vCPU of the guest is halted, so the snapshot holds a guest
+// that only waits for its RunSpec.
+func (sr *snapRun) settle(ctx context.Context, q *monitor, pid int) error {
+	start := time.Now()
+	tids, err := q.vcpuThreadIDs()
+	if err != nil {
+		return err
+	}
+	idle, err := waitVCPUsIdle(ctx, pid, tids, snapIdleTimeout)
+	switch {
+	case errors.Is(err, errNoVCPUThreads):
+		time.Sleep(snapSettle)
+	case err != nil:
+		return err
+	}
+	sr.log.Debug("snapshot guest settled", "idle", idle, "vcpus", len(tids), "waited", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// migrateInto migrates the guest into f. The file descriptor reaches QEMU over QMP
+// (getfd), so QEMU keeps spawn=deny: an exec: migration would need it relaxed.
+func migrateInto(ctx context.Context, q *monitor, f *os.File) error {
+	// The default bandwidth cap (32 MiB/s) would make this take seconds.
+	if _, err := q.do("migrate-set-parameters", map[string]any{"max-bandwidth": int64(1) << 40}, nil, qmpTimeout); err != nil {
+		return err
+	}
+	if _, err := q.do("getfd", map[string]any{"fdname": "snap"}, f, qmpTimeout); err != nil {
+		return err
+	}
+	if _, err := q.do("migrate", map[string]any{"uri": "fd:snap"}, nil, qmpTimeout); err != nil {
+		return err
+	}
+	return q.waitMigrated(ctx, snapMigrateTimeout)
 }
 
 // restore starts QEMU from the snapshot at path with the run's shares in the slots and
@@ -354,28 +272,6 @@ func (sr *snapRun) boot(ctx context.Context, rd *runDir) (*vm, *net.UnixConn, er
 	now := time.Now()
 	_ = os.Chtimes(path, now, now)
 	return v, conn, nil
-}
-
-// snapMaxIdle is how long a snapshot may go unused before a new one's maker removes it
-// (an old key: a rebuilt kernel or initramfs, an upgraded QEMU, a memory size no longer
-// asked for). Each is tens of MB.
-const snapMaxIdle = 7 * 24 * time.Hour
-
-// pruneSnapshots removes snapshots in dir unused for longer than maxIdle.
-func pruneSnapshots(dir string, maxIdle time.Duration) {
-	snaps, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
-	for _, p := range snaps {
-		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > maxIdle {
-			os.Remove(p)
-			os.Remove(strings.TrimSuffix(p, ".snap") + ".lock")
-		}
-	}
-	marks, _ := filepath.Glob(filepath.Join(dir, "*.failed"))
-	for _, p := range marks {
-		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > maxIdle {
-			os.Remove(p)
-		}
-	}
 }
 
 // emptyDir makes the run's empty directory that unused share slots serve.

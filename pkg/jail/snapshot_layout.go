@@ -12,11 +12,8 @@ import (
 
 // Which runs fit the snapshot layout, what that layout is, and what a snapshot is keyed by.
 
-// snapshotMode resolves Spec.Snapshot (then $CRACKBOX_SNAPSHOT) to a mode.
+// snapshotMode resolves Spec.Snapshot to a mode.
 func snapshotMode(s string) (string, error) {
-	if s == "" {
-		s = os.Getenv("CRACKBOX_SNAPSHOT")
-	}
 	switch s {
 	case "", SnapshotAuto:
 		return SnapshotAuto, nil

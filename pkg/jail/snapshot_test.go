@@ -53,11 +53,12 @@ func TestSnapshotMode(t *testing.T) {
 		bad             bool
 	}{
 		{"", "", SnapshotAuto, false},
-		{"", "off", SnapshotOff, false},
+		{"", "off", SnapshotAuto, false}, // the caller's config maps CRACKBOX_SNAPSHOT
 		{"on", "off", SnapshotOn, false},
+		{"off", "", SnapshotOff, false},
 		{"auto", "", SnapshotAuto, false},
 		{"yes", "", "", true},
-		{"", "never", "", true},
+		{"", "never", SnapshotAuto, false},
 	}
 	for _, c := range cases {
 		t.Setenv("CRACKBOX_SNAPSHOT", c.env)

@@ -4,6 +4,10 @@
 // per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
 // /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
 // drives the control session (session.go), and tears everything down again.
+//
+// It reads no CRACKBOX_* environment: the kernel, guest-init, accelerator, cache and
+// snapshot mode come in the Spec (crackbox maps them in pkg/config, arizuko in its turns
+// config, tests in jailtest).
 package jail
 
 import (
@@ -13,6 +17,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/control"
 )
 
 // Sentinel errors callers branch on.
@@ -38,12 +44,16 @@ const (
 	ExitSignalBase    = 128 // + signal number
 )
 
-// Network modes.
+// Network modes: the one spelling of each, shared with the guest (pkg/control).
 const (
-	NetNone      = "none"       // loopback only
-	NetTap       = "tap"        // a tap device, see Tap
-	NetProxyOnly = "proxy-only" // no NIC; guest connections reach ProxyConn
+	NetNone      = control.NetNone      // loopback only
+	NetTap       = control.NetTap       // a tap device, see Tap
+	NetProxyOnly = control.NetProxyOnly // no NIC; guest connections reach ProxyConn
 )
+
+// DefaultProxyListen is where guest-init listens in proxy-only mode unless
+// Net.ProxyListen says otherwise. The guest always dials it; the host never does.
+const DefaultProxyListen = "127.0.0.1:3128"
 
 // Tap describes a tap device the caller created; the guest gets eth0 on it.
 type Tap struct {
@@ -60,7 +70,7 @@ type Net struct {
 	Tap  *Tap   // NetTap only
 	// ProxyURL is exported in the guest as HTTP(S)_PROXY and friends.
 	ProxyURL string
-	// ProxyListen is where guest-init listens in proxy-only mode (default 127.0.0.1:3128).
+	// ProxyListen is where guest-init listens in proxy-only mode (default DefaultProxyListen).
 	ProxyListen string
 	// ProxyConn receives each guest connection to ProxyListen (proxy-only mode).
 	ProxyConn func(net.Conn)
@@ -123,7 +133,7 @@ type Spec struct {
 
 	Kernel    string // default: see FindKernel
 	GuestInit string // default: see FindGuestInit
-	CacheDir  string // kernels and initramfs images; default: CacheDir()
+	CacheDir  string // kernels, initramfs images and snapshots; default: CacheDir()
 	Accel     string // "auto" (default), "kvm" or "tcg"
 	Machine   string // "microvm" (default) or "q35"
 	CPUs      int    // default 1
@@ -141,9 +151,9 @@ type Spec struct {
 	MCPSocket string
 	MCPConn   func(net.Conn)
 
-	// Snapshot is SnapshotAuto (default, also "" unless $CRACKBOX_SNAPSHOT says otherwise),
-	// SnapshotOn or SnapshotOff: whether the guest is restored from a snapshot of a booted
-	// idle guest instead of booting (snapshot.go).
+	// Snapshot is SnapshotAuto (default, also ""), SnapshotOn or SnapshotOff: whether
+	// the guest is restored from a snapshot of a booted idle guest instead of booting
+	// (snapshot.go).
 	Snapshot string
 
 	// DiskQuota is how many bytes each read-write share (workdir, volumes) may grow by

@@ -40,6 +40,9 @@ type vmStart struct {
 	incoming *os.File
 }
 
+// startVM starts QEMU for the plan: it opens what QEMU inherits, starts the share
+// daemons, listens on the control socket, then launches QEMU. On error nothing is left
+// running.
 func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err error) {
 	v := &vm{rd: rd, exited: make(chan struct{}), log: log}
 	defer func() {
@@ -47,121 +50,160 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 			v.shutdown(0)
 		}
 	}()
-	var files []*os.File
+	cfg := newVMConfig(p, st)
+	cfg.CtlSock, cfg.QMPSock = rd.vmPath("ctl.sock"), rd.vmPath("qmp.sock")
+	files, err := inheritedFiles(st, &cfg)
 	defer func() {
 		for _, f := range files {
 			f.Close()
 		}
 	}()
-	// QEMU runs as a uid that cannot reach a kernel under /root: hand it open files.
+	if err != nil {
+		return nil, err
+	}
+	// A snapshot layout has its shares fixed and needs no daemons.
+	if st.layout == nil {
+		if err := v.addShares(&cfg, p.lowers, "lower", "virtiofsd-lower.log", startLowerVirtiofsd, st); err != nil {
+			return nil, err
+		}
+		if err := v.addShares(&cfg, p.userShare, "fs", "virtiofsd.log", startVirtiofsd, st); err != nil {
+			return nil, err
+		}
+	}
+	if err := v.listenCtl(cfg.CtlSock, st.vmm); err != nil {
+		return nil, err
+	}
+	if err := v.launch(p, st, cfg, files); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// inheritedFiles opens what QEMU inherits as fd 3 on: the kernel and initramfs (QEMU runs
+// as a uid that cannot reach a kernel under /root), the snapshot to restore and the tap.
+// The caller closes the files, also on error, once QEMU has started.
+func inheritedFiles(st vmStart, cfg *vmConfig) ([]*os.File, error) {
+	var files []*os.File
 	for _, path := range []string{st.kernel, st.initrd} {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", path, err)
+			return files, fmt.Errorf("open %s: %w", path, err)
 		}
 		files = append(files, f)
-	}
-	cfg := vmConfig{
-		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
-		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
-		CtlSock: rd.vmPath("ctl.sock"), QMPSock: rd.vmPath("qmp.sock"),
 	}
 	if st.incoming != nil {
 		// Dup it: files is closed once QEMU has started, the caller keeps its own.
 		f, err := dupFile(st.incoming)
 		if err != nil {
-			return nil, err
+			return files, err
 		}
 		files = append(files, f)
 		cfg.Incoming = "fd:" + strconv.Itoa(2+len(files))
 	}
 	if st.tap != nil {
 		if st.tap.File != nil {
-			files = append(files, st.tap.File)
+			// Not the caller's to lose: the tap is closed by its owner, so dup it too.
+			f, err := dupFile(st.tap.File)
+			if err != nil {
+				return files, err
+			}
+			files = append(files, f)
 			cfg.TapFD = 2 + len(files)
 		} else {
 			cfg.TapName = st.tap.Name
 		}
 	}
+	return files, nil
+}
 
-	var conW *os.File
-	v.console, conW, err = startConsoleLog(rd.path("console.log"), consoleMax)
-	if err != nil {
-		return nil, err
-	}
-	defer conW.Close() // QEMU holds its own copy once started
-	qlog, err := os.OpenFile(rd.path("qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer qlog.Close()
+// fsdStarter starts one virtiofsd serving s on sock.
+type fsdStarter func(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exec.Cmd, error)
 
-	if st.layout != nil {
-		cfg.Shares, cfg.FixedNIC = st.layout, true
-	} else if err := v.addLowers(p, &cfg, st.vmm, st.leaf); err != nil {
-		return nil, err
-	}
-	var fsdLog *os.File
+// addShares attaches shares as devices: 9p ones QEMU serves itself, virtio-fs ones through
+// a virtiofsd each (sockets <prefix><i>.sock, logging to logName). Stream shares are
+// served over the control session, not as devices.
+func (v *vm) addShares(cfg *vmConfig, shares []share, prefix, logName string, start fsdStarter, st vmStart) error {
+	var logf *os.File
 	defer func() {
-		if fsdLog != nil {
-			fsdLog.Close()
+		if logf != nil {
+			logf.Close()
 		}
 	}()
-	for i, s := range p.userShare {
-		if st.layout != nil {
-			break
-		}
+	for i, s := range shares {
 		if s.FS == FSStream {
-			continue // served over the control session, not a device
+			continue
 		}
 		vs := vmShare{share: s}
 		if s.FS == FSVirtiofs {
-			if fsdLog == nil {
-				if fsdLog, err = os.OpenFile(rd.path("virtiofsd.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
-					return nil, err
+			if logf == nil {
+				var err error
+				if logf, err = os.OpenFile(v.rd.path(logName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
+					return err
 				}
 			}
-			vs.Sock = rd.vmPath("fs" + strconv.Itoa(i) + ".sock")
-			c, err := startVirtiofsd(s, vs.Sock, st.vmm, fsdLog)
+			vs.Sock = v.rd.vmPath(prefix + strconv.Itoa(i) + ".sock")
+			c, err := start(s, vs.Sock, st.vmm, logf)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			v.fsd = append(v.fsd, c)
 			st.leaf.add(c.Process.Pid)
 		}
 		cfg.Shares = append(cfg.Shares, vs)
 	}
+	return nil
+}
 
-	v.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: cfg.CtlSock, Net: "unix"})
+// listenCtl listens on the control socket QEMU connects to, owned by QEMU's uid.
+func (v *vm) listenCtl(path string, vmm *vmmIdentity) error {
+	var err error
+	v.ctl, err = net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("control socket: %w", err)
+		return fmt.Errorf("control socket: %w", err)
 	}
-	if st.vmm != nil {
-		if err := os.Chown(cfg.CtlSock, int(st.vmm.UID), int(st.vmm.GID)); err != nil {
-			return nil, fmt.Errorf("control socket: %w", err)
+	if vmm != nil {
+		if err := os.Chown(path, int(vmm.UID), int(vmm.GID)); err != nil {
+			return fmt.Errorf("control socket: %w", err)
 		}
 	}
+	return nil
+}
+
+// launch starts QEMU with its console and log files and watches for its exit.
+func (v *vm) launch(p *plan, st vmStart, cfg vmConfig, files []*os.File) error {
+	var conW *os.File
+	var err error
+	v.console, conW, err = startConsoleLog(v.rd.path("console.log"), consoleMax)
+	if err != nil {
+		return err
+	}
+	defer conW.Close() // QEMU holds its own copy once started
+	qlog, err := os.OpenFile(v.rd.path("qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer qlog.Close()
 
 	args := modularArgs(p, cfg.args())
-	log.Debug("qemu start", "args", args)
+	v.log.Debug("qemu start", "args", args)
 	// Own process group (a terminal's Ctrl-C reaches crackbox, which forwards it to the
 	// command, never QEMU) and a parent-death signal (QEMU dies with crackbox).
-	if v.cmd, err = qemuCommand(st, cfg, rd, args); err != nil {
-		return nil, err
+	if v.cmd, err = qemuCommand(st, cfg, v.rd, args); err != nil {
+		return err
 	}
 	v.cmd.Stdout = conW
 	v.cmd.Stderr = qlog
 	v.cmd.ExtraFiles = files
 	v.started = time.Now()
 	if err := v.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start qemu: %w", err)
+		return fmt.Errorf("start qemu: %w", err)
 	}
 	go func() {
 		v.waitErr = v.cmd.Wait()
 		close(v.exited)
 	}()
-	_ = os.WriteFile(rd.path("qemu.pid"), []byte(strconv.Itoa(v.cmd.Process.Pid)+"\n"), 0o600)
-	return v, nil
+	_ = os.WriteFile(v.rd.path("qemu.pid"), []byte(strconv.Itoa(v.cmd.Process.Pid)+"\n"), 0o600)
+	return nil
 }
 
 // acceptCtl waits for QEMU to connect the control port.

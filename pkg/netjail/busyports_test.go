@@ -4,51 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
-	"net"
-	"syscall"
 	"testing"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/jail"
 )
-
-// holdGuestPorts opens wildcard listeners on the ports a guest dials (TCP 3128,
-// 3129 and 53, UDP 53), as squid, a proxy daemon or dnsmasq would. A port some
-// other process already holds is just as busy, so EADDRINUSE is fine.
-func holdGuestPorts(t *testing.T) {
-	t.Helper()
-	for _, p := range []string{":3128", ":3129", ":53"} {
-		ln, err := net.Listen("tcp", p)
-		if errors.Is(err, syscall.EADDRINUSE) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("hold tcp %s: %v", p, err)
-		}
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-		t.Cleanup(func() { ln.Close() })
-	}
-	pc, err := net.ListenPacket("udp", ":53")
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return
-	}
-	if err != nil {
-		t.Fatalf("hold udp :53: %v", err)
-	}
-	t.Cleanup(func() { pc.Close() })
-}
 
 // TestPrepareTapWithBusyHostPorts sets up a tap-mode run while other programs
 // hold the guest's ports on every address, then reads the run's rules back from
@@ -56,7 +20,7 @@ func holdGuestPorts(t *testing.T) {
 // which are what the input chain accepts.
 func TestPrepareTapWithBusyHostPorts(t *testing.T) {
 	requireNetAdmin(t)
-	holdGuestPorts(t)
+	nettest.HoldGuestPorts(t)
 	r, err := Prepare(context.Background(), Options{Pool: testPool, Mode: jail.NetTap, RunsDir: t.TempDir(), UID: -1, GID: -1})
 	if err != nil {
 		t.Fatalf("prepare with the guest's ports busy on the host: %v", err)

@@ -26,7 +26,7 @@ import (
 func DefaultRunsDir() string { return jail.DefaultRunDirBase() }
 
 // DefaultProxyListen is where guest-init listens in proxy-only mode.
-const DefaultProxyListen = "127.0.0.1:3128"
+const DefaultProxyListen = jail.DefaultProxyListen
 
 // ModeAuto picks tap when this process may create taps, else proxy-only.
 const ModeAuto = "auto"
@@ -100,11 +100,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 	if o.Learn || list == nil {
 		list, _ = allow.Parse(nil)
 	}
-	ports := o.Proxy.DefaultPorts
-	if len(ports) == 0 {
-		ports = list.DefaultPortList()
-	}
-	r.Tally = NewTally(ports)
+	r.Tally = NewTally(allow.EffectivePorts(o.Proxy.DefaultPorts, list.DefaultPortList()))
 	popts := o.Proxy
 	userHook := popts.OnDecision
 	popts.OnDecision = func(d proxy.Decision) {

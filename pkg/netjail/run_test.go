@@ -16,6 +16,7 @@ import (
 	mdns "github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/jail"
@@ -190,7 +191,7 @@ func TestPrepareTapSetsUpAndTearsDown(t *testing.T) {
 // wildcard listeners of other programs hold the ports the guest dials.
 func TestJailedGuestThroughServices(t *testing.T) {
 	requireNetAdmin(t)
-	holdGuestPorts(t)
+	nettest.HoldGuestPorts(t)
 	g := newGuestNS(t)
 	upAddr := netip.AddrFrom4([4]byte{127, byte(rand.IntN(200) + 20), byte(rand.IntN(250) + 1), byte(rand.IntN(250) + 1)})
 	ln, err := net.Listen("tcp", upAddr.String()+":80")

@@ -59,11 +59,8 @@ func (t *Tally) attempt(e string) {
 // NewTally returns an empty tally; entries for ports outside defaultPorts
 // (nil = allow.DefaultPorts) are written host:port.
 func NewTally(defaultPorts []int) *Tally {
-	if len(defaultPorts) == 0 {
-		defaultPorts = allow.DefaultPorts
-	}
 	return &Tally{
-		defaultPorts: slices.Clone(defaultPorts),
+		defaultPorts: allow.EffectivePorts(defaultPorts),
 		blocked:      map[string]int{},
 		lookups:      map[string]int{},
 		attempted:    map[string]struct{}{},

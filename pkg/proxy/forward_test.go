@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 func echoServer(t *testing.T) *httptest.Server {
@@ -213,25 +215,12 @@ func TestForwardKeepAliveManyRequests(t *testing.T) {
 }
 
 func TestForwardCloseDelimitedUpstreamRechunked(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				http.ReadRequest(bufioReader(c))
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil-close")
-			}()
-		}
-	}()
-	host := fmt.Sprintf("up.test:%d", portOf(t, ln.Addr().String()))
+	upAddr := nettest.Server(t, func(c net.Conn) {
+		defer c.Close()
+		http.ReadRequest(bufioReader(c))
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil-close")
+	})
+	host := fmt.Sprintf("up.test:%d", portOf(t, upAddr))
 	tp := startProxy(t, Options{Hosts: hostsFor("up.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{host})
 	rc := dialProxy(t, tp.addr)
 	for i := range 2 {
@@ -330,23 +319,9 @@ func TestForwardIPLiteral(t *testing.T) {
 }
 
 func TestForwardUpstreamTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	hold := make(chan struct{})
 	defer close(hold)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { <-hold; c.Close() }()
-		}
-	}()
-	host := fmt.Sprintf("slow.test:%d", portOf(t, ln.Addr().String()))
+	host := fmt.Sprintf("slow.test:%d", portOf(t, nettest.Server(t, func(c net.Conn) { <-hold; c.Close() })))
 	tp := startProxy(t, Options{Hosts: hostsFor("slow.test"), AllowCIDRs: []netip.Prefix{loopback8},
 		IdleTimeout: 200 * time.Millisecond}, []string{host})
 	rc := dialProxy(t, tp.addr)

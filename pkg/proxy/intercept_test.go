@@ -201,8 +201,8 @@ func TestInjectBoundHost(t *testing.T) {
 			}
 		})
 	}
-	noValue(t, "decision log", tp.log.b.String())
-	noValue(t, "proxy log", logs.b.String())
+	noValue(t, "decision log", tp.log.String())
+	noValue(t, "proxy log", logs.String())
 }
 
 // A streamed response reaches the client while the upstream still holds the
@@ -284,11 +284,11 @@ func TestInjectRefusals(t *testing.T) {
 			t.Fatalf("decision log line %v", l)
 		}
 	}
-	if n := strings.Count(logs.b.String(), "proxy refused secret exfiltration"); n != 4 {
-		t.Fatalf("%d warnings in %q", n, logs.b.String())
+	if n := strings.Count(logs.String(), "proxy refused secret exfiltration"); n != 4 {
+		t.Fatalf("%d warnings in %q", n, logs.String())
 	}
-	noValue(t, "decision log", tp.log.b.String())
-	noValue(t, "proxy log", logs.b.String())
+	noValue(t, "decision log", tp.log.String())
+	noValue(t, "proxy log", logs.String())
 }
 
 // A client cannot steer a value to a host it is not bound to: not by naming
@@ -399,7 +399,7 @@ func TestInjectUpstreamFailureHidesValue(t *testing.T) {
 	if d := tp.next(t); d.Reason != ReasonUpstreamError {
 		t.Fatalf("decision %+v", d)
 	}
-	noValue(t, "proxy log", logs.b.String())
+	noValue(t, "proxy log", logs.String())
 }
 
 // An informational answer that reflects the request does not reach the

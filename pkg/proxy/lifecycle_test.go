@@ -12,27 +12,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/allow"
 )
 
 // holdServer accepts TCP connections and echoes until they close.
 func holdServer(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	return portOf(t, ln.Addr().String())
+	return portOf(t, nettest.Echo(t))
 }
 
 // openTunnel CONNECTs through the proxy and checks one echo round trip.
@@ -334,21 +321,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 // TestTunnelHalfClose: the client shuts down its write side, the upstream
 // reads to EOF and only then answers; the answer must still arrive.
 func TestTunnelHalfClose(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		fmt.Fprintf(c, "got %d bytes", len(b))
-	}()
-	target := fmt.Sprintf("sink.test:%d", portOf(t, ln.Addr().String()))
+	target := fmt.Sprintf("sink.test:%d", portOf(t, nettest.Server(t, countingServer)))
 	tp := startProxy(t, Options{Hosts: hostsFor("sink.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{target})
 	rc := dialProxy(t, tp.addr)
 	if resp, _ := rc.do(t, "CONNECT", "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); resp.StatusCode != 200 {

@@ -14,27 +14,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 // startTransparent serves transparent connections on loopback as if NAT had
 // redirected them from dst (which the proxy must not dial).
 func startTransparent(t *testing.T, tp *testProxy, dst netip.AddrPort) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go tp.ServeTransparentConn(c, dst)
-		}
-	}()
-	return ln.Addr().String()
+	return nettest.Server(t, func(c net.Conn) { tp.ServeTransparentConn(c, dst) })
 }
 
 // bogusDst is an original destination nobody listens on: reaching the

@@ -12,35 +12,23 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 // sinkHashServer reads each connection to EOF, then answers with the
 // SHA-256 of what it read followed by n pseudo-random bytes of seed n.
 func sinkHashServer(t *testing.T, n int) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				h := sha256.New()
-				if _, err := io.Copy(h, c); err != nil {
-					return
-				}
-				c.Write(h.Sum(nil))
-				c.Write(randomBytes(uint64(n), n))
-			}()
+	return portOf(t, nettest.Server(t, func(c net.Conn) {
+		defer c.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, c); err != nil {
+			return
 		}
-	}()
-	return portOf(t, ln.Addr().String())
+		c.Write(h.Sum(nil))
+		c.Write(randomBytes(uint64(n), n))
+	}))
 }
 
 func randomBytes(seed uint64, n int) []byte {
@@ -132,33 +120,19 @@ func TestIdleTunnelsHoldOnlySockets(t *testing.T) {
 // splice and hold pipes of its own, which this test counts.
 func plainEchoServer(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return portOf(t, nettest.Server(t, func(c net.Conn) {
+		defer c.Close()
+		b := make([]byte, 512)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(b)
+			if n > 0 {
+				c.Write(b[:n])
+			}
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				b := make([]byte, 512)
-				for {
-					n, err := c.Read(b)
-					if n > 0 {
-						c.Write(b[:n])
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return portOf(t, ln.Addr().String())
+	}))
 }
 
 func countFDs(t *testing.T) int {
@@ -174,25 +148,12 @@ func countFDs(t *testing.T) int {
 // (a VM control channel stream) relay through the generic path, half-close
 // included.
 func TestRelayWithoutDescriptors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		fmt.Fprintf(c, "got %d bytes", len(b))
-	}()
+	upAddr := nettest.Server(t, countingServer)
 	p, err := New(Options{}, NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := net.Dial("tcp", ln.Addr().String())
+	up, err := net.Dial("tcp", upAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,3 +187,10 @@ type halfPipe struct {
 }
 
 func (h *halfPipe) Close() error { h.closed = true; return h.Conn.Close() }
+
+// countingServer reads a connection to EOF, then answers how many bytes it read.
+func countingServer(c net.Conn) {
+	defer c.Close()
+	b, _ := io.ReadAll(c)
+	fmt.Fprintf(c, "got %d bytes", len(b))
+}

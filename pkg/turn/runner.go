@@ -63,6 +63,7 @@ type JailRunner struct {
 	Kernel    string // "" = jail.FindKernel's default
 	GuestInit string
 	Accel     string
+	CacheDir  string // kernels, initramfs images, snapshots; "" = jail.CacheDir()
 	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
 	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
 	Proxy     proxy.Options
@@ -122,6 +123,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		Kernel:     r.Kernel,
 		GuestInit:  r.GuestInit,
 		Accel:      r.Accel,
+		CacheDir:   r.CacheDir,
 		CPUs:       j.CPUs,
 		MemoryMiB:  j.MemoryMiB,
 		Timeout:    timeout,

@@ -27,10 +27,14 @@ const Slots = 2
 // DefaultTimeout bounds one test guest.
 const DefaultTimeout = 3 * time.Minute
 
-// Env is what a guest needs.
+// Env is what a guest needs. pkg/jail reads no environment, so this fixture maps the
+// variables make test sets: CRACKBOX_KERNEL, CRACKBOX_GUEST_INIT, CRACKBOX_CACHE and
+// CRACKBOX_SNAPSHOT.
 type Env struct {
 	Kernel    string
 	GuestInit string
+	Cache     string // $CRACKBOX_CACHE, else jail.CacheDir()
+	Snapshot  string // $CRACKBOX_SNAPSHOT; "" is auto
 }
 
 // missing is a prerequisite find did not find and how to get it.
@@ -61,7 +65,11 @@ func find() (Env, *missing) {
 	if _, err := jail.FindQEMU(); err != nil {
 		return Env{}, &missing{"qemu-system-x86_64", err.Error()}
 	}
-	k, err := jail.FindKernel("", jail.CacheDir())
+	cache := os.Getenv("CRACKBOX_CACHE")
+	if cache == "" {
+		cache = jail.CacheDir()
+	}
+	k, err := jail.FindKernel(os.Getenv("CRACKBOX_KERNEL"), cache)
 	if err != nil {
 		return Env{}, &missing{"guest kernel", "set CRACKBOX_KERNEL or run `make kernel` (" + err.Error() + ")"}
 	}
@@ -75,7 +83,7 @@ func find() (Env, *missing) {
 	if _, err := os.Stat(gi); err != nil {
 		return Env{}, &missing{"guest-init " + gi, "run `make guest-init`"}
 	}
-	return Env{Kernel: k, GuestInit: gi}, nil
+	return Env{Kernel: k, GuestInit: gi, Cache: cache, Snapshot: os.Getenv("CRACKBOX_SNAPSHOT")}, nil
 }
 
 // buildGuestInit compiles ./guestfs/init of the enclosing module into a per-user temp dir.
@@ -118,7 +126,8 @@ func buildGuestInit() (string, error) {
 // Spec returns a Spec with the kernel, guest-init and a timeout filled in.
 func Spec(t testing.TB, argv ...string) jail.Spec {
 	e := Require(t)
-	s := jail.Spec{Argv: argv, Kernel: e.Kernel, GuestInit: e.GuestInit, Timeout: DefaultTimeout, Accel: jail.AccelAuto}
+	s := jail.Spec{Argv: argv, Kernel: e.Kernel, GuestInit: e.GuestInit, CacheDir: e.Cache, Snapshot: e.Snapshot,
+		Timeout: DefaultTimeout, Accel: jail.AccelAuto}
 	if os.Getenv("CRACKBOX_TEST_DEBUG") != "" {
 		s.Debug = true
 		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

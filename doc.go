@@ -1,0 +1,60 @@
+// Package crackbox is the module's map: two binaries and the packages each is built
+// from. It holds no code; `go doc github.com/crackbox/crackbox` shows this page, and
+// TestLayoutMap keeps it and README.md's layout table naming every package.
+//
+// The engine, shared by both binaries (crackbox runs one command in a guest, arizuko
+// one agent turn):
+//
+//	pkg/jail            jail.Run(ctx, Spec): one throwaway QEMU guest for one command
+//	pkg/jail/jailtest   the one helper tests boot guests through (two at a time)
+//	pkg/netjail         the run's network: tap, nftables table, address pool, proxy and DNS
+//	pkg/proxy           the egress proxy: forward and transparent modes, destination guard
+//	pkg/allow           the one host matcher every allow decision goes through
+//	pkg/dns             the per-run DNS responder (allowlisted names only)
+//	pkg/inject          secret placeholders, request rewriting, response scrubbing
+//	pkg/sharefs         the 9p server for workdir, volumes and /etc
+//	pkg/initramfs       the guest's initramfs, built in Go
+//	pkg/control         the host to guest-init protocol
+//	pkg/config          crackbox.toml and the CRACKBOX_* names: flags > env > file > defaults
+//	pkg/proc            process start times from /proc
+//	pkg/buildinfo       the version behind --version and /health
+//
+// crackbox alone (cmd/crackbox):
+//
+//	pkg/admin           the proxy daemon's admin API and state file
+//	pkg/runrec          run records (crackbox runs)
+//	pkg/logfile         append-only, size-capped log files
+//
+// arizuko alone (cmd/arizuko):
+//
+//	pkg/service         arizuko's operations (local and remote behind one interface)
+//	pkg/api             its HTTP API and scoped tokens
+//	pkg/store           the SQLite store (the only package with SQL)
+//	pkg/folder          folders (tenants)
+//	pkg/router          routes: which folder gets an inbound message
+//	pkg/acl             grants: the decision on every tool call
+//	pkg/secrets         sealed secrets
+//	pkg/turn            turns: one guest per agent turn, through pkg/netjail and pkg/jail
+//	pkg/gated           the per-folder MCP server
+//	pkg/delivery        outbound delivery
+//	pkg/webchat         the web chat page
+//	pkg/webdriver       the WebDriver client the web chat's browser test drives
+//
+// Inside the guest (guestfs/init, PID 1 of every guest):
+//
+//	pkg/guest           guest-init
+//	guestfs/init        its main package
+//	guestfs/probe       the syscall probe a guest test runs
+//
+// Tests and benchmarks:
+//
+//	internal/nettest    loopback listeners, echo and TLS upstreams, busy ports, a safe buffer
+//	internal/natstest   an in-process JetStream cluster
+//	internal/testreq    skip or fail on a missing prerequisite
+//	internal/testsum    make test's summary line
+//	bench/proxybench    the proxy benchmark against squid and tinyproxy
+//	bench/hostilebench  the hostile-client RSS benchmark
+//
+// Documents: README.md (usage, threat model, layout), docs/README.md (an index),
+// BENCHMARKS.md (figures), crackbox.toml.example and arizuko.toml.example.
+package crackbox
