@@ -95,11 +95,33 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 			return Result{Exit: jail.ExitFailed}, fmt.Errorf("inject grants: %w: %w", err, ErrTerminal)
 		}
 	}
+	spec, err := r.spec(j, log)
+	if err != nil {
+		return Result{Exit: jail.ExitFailed}, err
+	}
+	net := netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Secrets: set, Log: log}
+	res, err := netjail.Jail(ctx, netjail.Job{Net: net, Spec: spec})
+	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: res.Net.Blocked()}
+	switch {
+	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec),
+		errors.Is(err, netjail.ErrSecretEnv), errors.Is(err, netjail.ErrSecretNoNet):
+		return out, fmt.Errorf("%w: %w", err, ErrTerminal)
+	case err != nil:
+		return out, err
+	case res.ExecError != "" && (res.Exit == jail.ExitNotFound || res.Exit == jail.ExitNotExecutable):
+		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
+	}
+	return out, nil
+}
+
+// spec is the guest of one attempt: the folder's home as the agent's home and
+// working directory, owned like the folder, and the MCP bridge.
+func (r *JailRunner) spec(j Job, log *slog.Logger) (jail.Spec, error) {
 	uid, gid := r.UID, r.GID
 	if uid < 0 || gid < 0 {
 		fi, err := os.Stat(j.HostHome)
 		if err != nil {
-			return Result{Exit: jail.ExitFailed}, err
+			return jail.Spec{}, err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
 		uid, gid = int(st.Uid), int(st.Gid)
@@ -112,7 +134,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	if stdout == nil {
 		stdout = io.Discard
 	}
-	spec := jail.Spec{
+	s := jail.Spec{
 		Argv: j.Argv,
 		Env:  j.Env,
 		// The home must be the real directory: a symlink on its path would
@@ -138,19 +160,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	if r.Started != nil {
 		id := j.Turn.ID
-		spec.Started = func(int) { r.Started(id) }
+		s.Started = func(int) { r.Started(id) }
 	}
-	net := netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Secrets: set, Log: log}
-	res, err := netjail.Jail(ctx, netjail.Job{Net: net, Spec: spec})
-	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: res.Net.Blocked()}
-	switch {
-	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec),
-		errors.Is(err, netjail.ErrSecretEnv), errors.Is(err, netjail.ErrSecretNoNet):
-		return out, fmt.Errorf("%w: %w", err, ErrTerminal)
-	case err != nil:
-		return out, err
-	case res.ExecError != "" && (res.Exit == jail.ExitNotFound || res.Exit == jail.ExitNotExecutable):
-		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
-	}
-	return out, nil
+	return s, nil
 }
