@@ -37,9 +37,10 @@ arizuko route ls`,
 arizuko route add --seq 20 --match 'platform=slack chat=C0123*' --target corp/eng#support`,
 	"arizuko route ls": `arizuko route ls`,
 	"arizuko route rm": `arizuko route rm 3`,
-	"arizuko grant": `arizuko grant add folder:demo shell:env:ANTHROPIC_API_KEY demo
+	"arizuko grant": `arizuko grant add folder:demo inject:ANTHROPIC_API_KEY@api.anthropic.com demo
 arizuko grant ls`,
-	"arizuko grant add": `arizuko grant add folder:demo shell:env:ANTHROPIC_API_KEY demo
+	"arizuko grant add": `arizuko grant add folder:demo inject:ANTHROPIC_API_KEY@api.anthropic.com demo
+arizuko grant add folder:demo shell:env:GIT_AUTHOR_NAME demo
 arizuko grant add --deny user:mallory '*' corp`,
 	"arizuko grant ls":       `arizuko grant ls --json`,
 	"arizuko grant rm":       `arizuko grant rm 7`,

@@ -26,7 +26,14 @@ hold with grant option. A folder principal must exist.
 
 Actions arizuko checks (anything else is refused):
   ` + wrapActions(acl.Actions) + `
-  shell:env:<KEY>  pass the folder secret KEY into the agent's environment
+  inject:<KEY>@<host>  give the agent a placeholder for the folder secret KEY;
+                 the turn's proxy puts the value into HTTPS requests to host
+                 (headers, Basic credentials, URL query; never bodies) and
+                 nowhere else. One host a row; a missing secret fails the turn.
+  shell:env:<KEY>  pass the folder secret KEY itself into the agent's
+                 environment: weaker, the agent can send it anywhere its
+                 allowlist reaches; use it only for a value the guest must
+                 hold. An inject grant on the same KEY wins.
 
 A row of mcp:send with --params '{"chat_jid":"<jid>"}' lets the folder send to
 that one chat although it routes to another folder.`,

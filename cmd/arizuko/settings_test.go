@@ -40,6 +40,8 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"grant to a missing folder", "", []string{"grant", "add", "folder:nosuch", "mcp:send", "{self}"}, `no folder "nosuch"`},
 		{"unknown action", "", []string{"grant", "add", "folder:corp", "bogus:action", "corp"}, "not one arizuko checks"},
 		{"unknown namespace", "", []string{"grant", "add", "folder:corp", "bogus:*", "corp"}, "not one arizuko checks"},
+		{"inject without host", "", []string{"grant", "add", "folder:corp", "inject:K", "corp"}, "inject:<KEY>@<host>"},
+		{"inject to a wildcard", "", []string{"grant", "add", "folder:corp", "inject:K@*.example.com", "corp"}, "illegal character"},
 		{"empty secret", "", []string{"secret", "set", "corp", "K"}, "empty"},
 		{"secret on argv", "", []string{"secret", "set", "corp", "K", "hunter2"}, "command line"},
 	}
@@ -59,11 +61,11 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 	if _, stderr, err := azIn(t, e, "s3cret\n", "secret", "set", "corp", "K"); err != nil {
 		t.Fatalf("piped secret: %v %s", err, stderr)
 	}
-	for _, a := range []string{"mcp:send", "mcp:*", "shell:env:K", "*"} {
+	for _, a := range []string{"mcp:send", "mcp:*", "shell:env:K", "inject:K@api.example.com", "*"} {
 		mustAz(t, e, "grant", "add", "folder:corp", a, "corp")
 	}
 	help := mustAz(t, e, "grant", "add", "--help")
-	for _, want := range []string{"mcp:delegate_group", "route:add", "shell:env:<KEY>"} {
+	for _, want := range []string{"mcp:delegate_group", "route:add", "shell:env:<KEY>", "inject:<KEY>@<host>"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("grant add --help lacks %s:\n%s", want, help)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -149,40 +150,14 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
-	list, err := allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts)
+	nopts, err := runNetOptions(cfg, rf, spec.Env)
 	if err != nil {
 		return err
 	}
-	popts, err := cfg.Proxy.RunOptions(rf.net.allowCIDRs)
-	if err != nil {
-		return err
-	}
-	secrets, err := runSecrets(cfg, rf.secrets, os.LookupEnv)
-	if err != nil {
-		return err
-	}
-	set, err := secretSet(secrets, spec.Env, cfg.Run.Net)
-	if err != nil {
-		return err
-	}
-	spec.Env = append(spec.Env, set.Env()...)
-	pool, err := cfg.Run.AddrPoolPrefix()
-	if err != nil {
-		return err
-	}
+	nopts.Log, nopts.Proxy.Logger = log, log
 
-	stdinFd := int(os.Stdin.Fd())
-	stdinTTY := term.IsTerminal(stdinFd)
-	if !rf.interactive {
-		warnStdinDropped(cmd.ErrOrStderr(), os.Stdin)
-	}
-	warnAllowAll(cmd.ErrOrStderr(), list)
-	if rf.interactive {
-		spec.Stdin = os.Stdin
-	}
-	spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
-	resize := make(chan [2]uint16, 1)
-	spec.Resize = resize
+	warnAllowAll(cmd.ErrOrStderr(), nopts.Allow)
+	resize := guestStdio(cmd, rf, &spec)
 
 	// Signals are caught before anything is built so that Ctrl-C or SIGTERM during
 	// setup still runs the cleanup below.
@@ -193,103 +168,111 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	stopSignals := forwardSignals(ctx, cancel, sigs, resize, rf.tty)
 	defer stopSignals()
 
-	// Leftovers of runs killed with SIGKILL go first, whatever this run's mode.
-	if netjail.Available() == nil {
-		if removed, err := netjail.GC(netjail.DefaultRunsDir()); err != nil {
-			log.Warn("gc of dead runs", "err", err)
-		} else if len(removed) > 0 {
-			log.Info("removed leftovers of dead runs", "objects", removed)
-		}
-	}
-
-	store := runStore()
-	entries := list.Entries()
-	rec, err := store.Create(runrec.Manifest{
+	rec, err := runStore().Create(runrec.Manifest{
 		ID: runrec.NewID(time.Now()), Argv: argv, Workdir: spec.Workdir,
-		Allow: entries, Learn: rf.net.learn, Net: cfg.Run.Net,
+		Allow: nopts.Allow.Entries(), Learn: rf.net.learn, Net: cfg.Run.Net,
 	})
 	if err != nil {
 		return err
 	}
-	finish := func(res jail.Result, mode string, nr *netjail.Run, runErr error) {
-		ferr := rec.Finish(func(m *runrec.Manifest) {
-			m.Net, m.Accel, m.Exit, m.Signal = mode, res.Accel, res.Exit, res.Signal
-			m.BootMS, m.RunMS = res.Boot.Milliseconds(), res.Run.Milliseconds()
-			m.Blocked = nr.Blocked()
-			if rf.net.learn {
-				m.Learned = nr.Learned()
-			}
-			if res.ConsoleLog != "" {
-				m.RunDir = res.RunDir
-			}
-			if runErr != nil {
-				m.Status, m.Error = runrec.StatusFailed, runErr.Error()
-			} else if res.ExecError != "" {
-				m.Error = res.ExecError
-			}
-		})
-		if ferr != nil {
-			log.Warn("run record", "id", rec.ID(), "err", ferr)
-		}
-	}
+	nopts.RunID = rec.ID()
 	dlog, closeLog, err := decisionSink(rec, rf.net.logFile)
 	if err != nil {
-		finish(jail.Result{Exit: jail.ExitFailed}, cfg.Run.Net, nil, err)
+		finishRecord(rec, log, rf.net.learn, netjail.Outcome{Result: jail.Result{Exit: jail.ExitFailed}, Mode: cfg.Run.Net}, err)
 		return err
 	}
 	defer closeLog()
-	popts.DecisionLog = dlog
-	popts.Logger = log
-	nr, err := netjail.Prepare(ctx, netjail.Options{
-		Mode: cfg.Run.Net, RunID: rec.ID(), Pool: pool, UID: -1, GID: -1,
-		Allow: list, Learn: rf.net.learn, Proxy: popts, Secrets: set, Log: log,
-	})
-	if err != nil {
-		err = fmt.Errorf("network: %w", err)
-		finish(jail.Result{Exit: jail.ExitFailed}, cfg.Run.Net, nil, err)
-		return err
-	}
-	defer nr.Close()
-	spec.Net = nr.Net
+	nopts.Proxy.DecisionLog = dlog
 
-	if rf.tty {
-		spec.TTY = true
-		if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
-			spec.Rows, spec.Cols = uint16(h), uint16(w)
-		}
-		if rf.interactive && stdinTTY {
-			old, err := term.MakeRaw(stdinFd)
-			if err != nil {
-				finish(jail.Result{Exit: jail.ExitFailed}, nr.Mode, nr, err)
-				return fmt.Errorf("terminal raw mode: %w", err)
-			}
-			defer term.Restore(stdinFd, old)
-		}
-	}
-
-	res, err := jail.Run(ctx, spec)
-	if rf.tty && rf.interactive && stdinTTY {
-		// Leave the terminal usable before printing anything.
-		fmt.Fprint(os.Stderr, "\r")
-	}
-	// Stop the proxy before reading the tally so no decision is still in flight.
-	if cerr := nr.Close(); cerr != nil {
-		log.Warn("network cleanup", "err", cerr)
-	}
-	finish(res, nr.Mode, nr, err)
-	if line := nr.Report(rf.net.quiet); line != "" {
+	ready, restore := rawTerminal(rf, &spec)
+	defer restore()
+	out, err := netjail.Jail(ctx, netjail.Job{Net: nopts, Spec: spec, Ready: ready})
+	restore()
+	finishRecord(rec, log, rf.net.learn, out, err)
+	if line := out.Net.Report(rf.net.quiet); line != "" {
 		fmt.Fprintln(os.Stderr, line)
 	}
 	if err != nil {
-		return runError(res, err, rf.debug)
+		return runError(out.Result, err, rf.debug)
 	}
-	if res.ExecError != "" {
-		fmt.Fprintf(os.Stderr, "crackbox: %s: %s\n", argv[0], res.ExecError)
+	if out.ExecError != "" {
+		fmt.Fprintf(os.Stderr, "crackbox: %s: %s\n", argv[0], out.ExecError)
 	}
-	if res.Exit != 0 {
-		return exitError{res.Exit}
+	if out.Exit != 0 {
+		return exitError{out.Exit}
 	}
 	return nil
+}
+
+// guestStdio connects the command to this process's stdio (stdin only with
+// -i) and returns the channel that carries window size changes.
+func guestStdio(cmd *cobra.Command, rf runFlags, spec *jail.Spec) chan [2]uint16 {
+	if rf.interactive {
+		spec.Stdin = os.Stdin
+	} else {
+		warnStdinDropped(cmd.ErrOrStderr(), os.Stdin)
+	}
+	spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
+	resize := make(chan [2]uint16, 1)
+	spec.Resize = resize
+	return resize
+}
+
+// rawTerminal sizes the guest's terminal for -t, and for -it on a terminal
+// returns the step that makes it raw once the network is up; restore undoes it.
+func rawTerminal(rf runFlags, spec *jail.Spec) (ready func() error, restore func()) {
+	restore = func() {}
+	if !rf.tty {
+		return nil, restore
+	}
+	spec.TTY = true
+	if w, h, err := term.GetSize(int(os.Stdout.Fd())); err == nil {
+		spec.Rows, spec.Cols = uint16(h), uint16(w)
+	}
+	fd := int(os.Stdin.Fd())
+	if !rf.interactive || !term.IsTerminal(fd) {
+		return nil, restore
+	}
+	var old *term.State
+	ready = func() error {
+		var err error
+		if old, err = term.MakeRaw(fd); err != nil {
+			return fmt.Errorf("terminal raw mode: %w", err)
+		}
+		return nil
+	}
+	restore = func() {
+		if old != nil {
+			// Leave the terminal usable before anything else is printed.
+			fmt.Fprint(os.Stderr, "\r")
+			term.Restore(fd, old)
+			old = nil
+		}
+	}
+	return ready, restore
+}
+
+// finishRecord writes how the run ended into its record.
+func finishRecord(rec *runrec.Record, log *slog.Logger, learn bool, out netjail.Outcome, runErr error) {
+	ferr := rec.Finish(func(m *runrec.Manifest) {
+		m.Net, m.Accel, m.Exit, m.Signal = out.Mode, out.Accel, out.Exit, out.Signal
+		m.BootMS, m.RunMS = out.Boot.Milliseconds(), out.Run.Milliseconds()
+		m.Blocked = out.Net.Blocked()
+		if learn {
+			m.Learned = out.Net.Learned()
+		}
+		if out.ConsoleLog != "" {
+			m.RunDir = out.RunDir
+		}
+		if runErr != nil {
+			m.Status, m.Error = runrec.StatusFailed, runErr.Error()
+		} else if out.ExecError != "" {
+			m.Error = out.ExecError
+		}
+	})
+	if ferr != nil {
+		log.Warn("run record", "id", rec.ID(), "err", ferr)
+	}
 }
 
 // runError prints one clear line for a failed run and picks the exit status.

@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/runrec"
 )
 
@@ -96,4 +98,29 @@ func runStore() *runrec.Store {
 		dir = runrec.DefaultDir()
 	}
 	return &runrec.Store{Dir: dir}
+}
+
+// runNetOptions builds the run's network from flags and config: the
+// allowlist, the proxy settings, the address pool and the --secret set.
+// env is the guest environment a secret may not also be set in.
+func runNetOptions(cfg *config.Config, rf runFlags, env []string) (netjail.Options, error) {
+	o := netjail.Options{Mode: cfg.Run.Net, UID: -1, GID: -1, Learn: rf.net.learn}
+	var err error
+	if o.Allow, err = allowList(rf.net, cfg.Run.Net, cfg.Proxy.DefaultPorts); err != nil {
+		return o, err
+	}
+	if o.Proxy, err = cfg.Proxy.RunOptions(rf.net.allowCIDRs); err != nil {
+		return o, err
+	}
+	secrets, err := runSecrets(cfg, rf.secrets, os.LookupEnv)
+	if err != nil {
+		return o, err
+	}
+	if o.Secrets, err = secretSet(secrets, env, cfg.Run.Net); err != nil {
+		return o, err
+	}
+	if o.Pool, err = cfg.Run.AddrPoolPrefix(); err != nil {
+		return o, err
+	}
+	return o, nil
 }

@@ -15,9 +15,11 @@ func ValidateAction(a string) error {
 		return nil
 	}
 	body := strings.TrimSuffix(a, ":*")
+	// Only an inject action names a host after its secret (KEY@host).
+	at := strings.HasPrefix(body, InjectFamily)
 	for i := 0; i < len(body); i++ {
 		c := body[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':' || c == '@' && at) {
 			return fmt.Errorf("action %q has illegal character %q (wildcards: \"*\" alone or a trailing \":*\"): %w", a, c, ErrInvalid)
 		}
 	}

@@ -28,8 +28,10 @@ var Actions = []string{
 }
 
 // ActionFamilies are action prefixes completed by a name the operator picks:
-// shell:env:<KEY> passes the folder secret KEY into the agent's environment.
-var ActionFamilies = []string{"shell:env:"}
+// shell:env:<KEY> passes the folder secret KEY into the agent's environment;
+// inject:<KEY>@<host> gives it a placeholder the proxy swaps for the value in
+// requests to host (see InjectFamily).
+var ActionFamilies = []string{"shell:env:", InjectFamily}
 
 // ValidateKnownAction refuses an action pattern no check could ever match.
 func ValidateKnownAction(a string) error {
@@ -38,6 +40,9 @@ func ValidateKnownAction(a string) error {
 	}
 	if a == "*" || slices.Contains(Actions, a) {
 		return nil
+	}
+	if strings.HasPrefix(a, InjectFamily) && a != InjectFamily+"*" {
+		return validateInject(a)
 	}
 	for _, f := range ActionFamilies {
 		if strings.HasPrefix(a, f) && len(a) > len(f) && !strings.HasSuffix(a, ":*") {
@@ -51,6 +56,6 @@ func ValidateKnownAction(a string) error {
 			}
 		}
 	}
-	return fmt.Errorf("action %q is not one arizuko checks; known: %s, %s<KEY>, a namespace with \":*\" or \"*\": %w",
-		a, strings.Join(Actions, " "), strings.Join(ActionFamilies, ""), ErrInvalid)
+	return fmt.Errorf("action %q is not one arizuko checks; known: %s, shell:env:<KEY>, inject:<KEY>@<host>, a namespace with \":*\" or \"*\": %w",
+		a, strings.Join(Actions, " "), ErrInvalid)
 }

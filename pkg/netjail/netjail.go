@@ -3,7 +3,8 @@
 // carries the run's proxy and DNS address, and an nftables table that lets
 // the guest reach nothing but those. Every object carries the prefix "cbx"
 // and its owner's pid, so GC removes the leftovers of crashed runs and never
-// those of live ones.
+// those of live ones. Jail composes it all with jail.Run for one command:
+// crackbox run and arizuko's turns both go through it.
 package netjail
 
 import (

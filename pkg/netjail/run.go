@@ -57,8 +57,8 @@ type Options struct {
 	Log     *slog.Logger
 }
 
-// Run is the network of one run: put Net into jail.Spec.Net, call Close
-// after jail.Run returns, then print Report.
+// Run is the network of one run: Jail puts Net into jail.Spec.Net and
+// closes it after jail.Run returns; then print Report.
 type Run struct {
 	Mode  string
 	Net   jail.Net
@@ -73,10 +73,10 @@ type Run struct {
 	err     error
 }
 
-// Prepare builds the run's network for the chosen mode. In tap mode it
-// removes leftovers of dead runs, sets up the tap and table, and serves the
-// in-process proxy (forward and transparent) and the DNS responder on the
-// host side address for the guest alone. In proxy-only mode the guest has no
+// Prepare builds the run's network for the chosen mode (Jail calls it; a
+// caller of its own runs Sweep first). In tap mode it sets up the tap and
+// table, and serves the in-process proxy (forward and transparent) and the
+// DNS responder on the host side address for the guest alone. In proxy-only mode the guest has no
 // NIC and each connection it makes to ProxyListen reaches the same proxy
 // with the run's fixed identity.
 func Prepare(ctx context.Context, o Options) (*Run, error) {
@@ -138,11 +138,6 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 	runsDir := o.RunsDir
 	if runsDir == "" {
 		runsDir = DefaultRunsDir()
-	}
-	if removed, err := GC(runsDir); err != nil {
-		log.Warn("netjail gc", "err", err)
-	} else if len(removed) > 0 {
-		log.Info("removed leftovers of dead runs", "objects", removed)
 	}
 	var svc *services
 	serve := func(n *Net) (Listeners, error) {

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -20,7 +22,8 @@ import (
 // turn in a real guest in which Claude Code (installed on the host from the npm
 // registry by scripts/deps.sh) starts, and the example's stdio bridge, started from
 // the example's mcp.json as Claude Code would, lists the folder's MCP tools and
-// replies through them. No API key is involved.
+// replies through them. Its API key is injected as setup.sh grants it: the
+// guest holds only the placeholder.
 func TestGuestClaudeCodeFolder(t *testing.T) {
 	jenv := jailtest.Require(t)
 	claude, err := exec.LookPath("claude")
@@ -43,6 +46,16 @@ func TestGuestClaudeCodeFolder(t *testing.T) {
 	copyFile(t, filepath.Join(here, "testdata", "claude_bridge.py"), filepath.Join(home, "check.py"))
 	copyFile(t, filepath.Join(example, "mcp.json"), filepath.Join(home, ".arizuko", "mcp.json"))
 	copyFile(t, filepath.Join(example, "stdio-bridge.py"), filepath.Join(home, ".arizuko", "stdio-bridge.py"))
+	// The credential as setup.sh stores and grants it.
+	if err := e.l.SetSecret(e.ctx, service.SecretIn{Scope: "folder:cc", Name: "ANTHROPIC_API_KEY", Value: "sk-ant-never-in-the-guest"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:cc", Action: "inject:ANTHROPIC_API_KEY@api.anthropic.com", Scope: "cc", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.SetNetworkRule(e.ctx, store.NetworkRule{Folder: "cc", Host: "api.anthropic.com", Effect: "allow"}); err != nil {
+		t.Fatal(err)
+	}
 
 	runner := &slotRunner{inner: &JailRunner{Kernel: jenv.Kernel, GuestInit: jenv.GuestInit, NetMode: jail.NetProxyOnly,
 		Timeout: 10 * time.Minute, UID: -1, GID: -1}}
@@ -72,6 +85,9 @@ func TestGuestClaudeCodeFolder(t *testing.T) {
 	t.Logf("reply: %s", got)
 	if want := "claude=" + strings.TrimSpace(string(hostVer)) + " "; !strings.HasPrefix(got, want) {
 		t.Errorf("reply %q: want Claude Code's version as on the host, %q", got, want)
+	}
+	if !strings.Contains(got, " key=crackbox-secret- ") {
+		t.Errorf("reply %q: the guest's ANTHROPIC_API_KEY is not the injection placeholder", got)
 	}
 	tools := ""
 	if _, after, ok := strings.Cut(got, " tools="); ok {

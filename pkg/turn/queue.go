@@ -52,7 +52,8 @@ type Options struct {
 	ObserveMessages int // per observed folder; 0 = DefaultObserveMessages
 	ObserveChars    int // all observed context; 0 = DefaultObserveChars
 	// CredentialKeys are folder secrets the agent always gets (its model
-	// credential), on top of those named by shell:env:<KEY> grants.
+	// credential), on top of those named by shell:env:<KEY> grants; a key an
+	// inject grant binds arrives as a placeholder instead.
 	CredentialKeys []string
 	// MaxTurnsPerDay is the instance default of a folder's turn budget over
 	// a sliding 24 h; 0 = unlimited. A folder's own setting wins.

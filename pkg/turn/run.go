@@ -11,6 +11,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -23,6 +24,9 @@ const OutcomeNoSecrets = "secrets-unavailable"
 
 // ErrNoAgent is a folder without an agent command.
 var ErrNoAgent = errors.New("folder has no agent command")
+
+// ErrSecretMissing is an inject grant whose secret the folder does not have.
+var ErrSecretMissing = errors.New("injected secret is missing")
 
 // maxOutput bounds the agent output kept in the error of a failed turn.
 const maxOutput = 2048
@@ -223,7 +227,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	if err != nil {
 		return Result{}, nil, err
 	}
-	env, err := q.env(ctx, t, sess.SessionID, chat)
+	env, inj, err := q.env(ctx, t, sess.SessionID, chat)
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -244,7 +248,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	}
 	var out limitBuf
 	res, err := q.o.Runner.Run(ctx, Job{
-		Turn: t, Argv: f.AgentCommand, Env: env, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
+		Turn: t, Argv: f.AgentCommand, Env: env, Secrets: inj, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
 		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
 	})
 	res.ran = true
@@ -279,7 +283,9 @@ func (q *Queue) prompt(ctx context.Context, t store.Turn, msgs []store.Message) 
 
 // env is the agent's environment: the turn's identity, and only the folder
 // secrets a shell:env:<KEY> grant names (plus the model credential keys).
-func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]string, error) {
+// Secrets an inject:<KEY>@<host> grant binds are returned apart, for the
+// proxy: the guest gets their placeholders instead, whatever else names them.
+func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]string, []inject.Secret, error) {
 	env := []string{
 		"ARIZUKO_FOLDER=" + t.Folder,
 		"ARIZUKO_TOPIC=" + t.Topic,
@@ -288,19 +294,24 @@ func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]
 		"ARIZUKO_CHAT=" + chat,
 		"ARIZUKO_MCP_SOCKET=" + gated.GuestSocket,
 	}
-	secrets, err := q.o.Control.FolderSecrets(ctx, t.Folder)
-	if errors.Is(err, service.ErrUnavailable) {
-		return env, nil // no key ring: no secrets to pass
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(secrets) == 0 {
-		return env, nil
-	}
 	p, err := q.o.Gate.Policy(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	bound := p.Injections("folder:"+t.Folder, t.Folder)
+	secrets, err := q.o.Control.FolderSecrets(ctx, t.Folder)
+	if errors.Is(err, service.ErrUnavailable) {
+		if len(bound) > 0 {
+			return nil, nil, fmt.Errorf("%s: inject grants need the sealed secret store, and the daemon has no key ring: %w: %w", t.Folder, ErrSecretMissing, ErrTerminal)
+		}
+		return env, nil, nil // no key ring: no secrets to pass
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	inj, err := injections(t.Folder, bound, secrets)
+	if err != nil {
+		return nil, nil, err
 	}
 	cred := map[string]bool{}
 	for _, k := range q.o.CredentialKeys {
@@ -312,9 +323,33 @@ func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if bound[k] != nil {
+			continue
+		}
 		if cred[k] || p.Decide("folder:"+t.Folder, "shell:env:"+k, t.Folder).Allow {
 			env = append(env, k+"="+secrets[k])
 		}
 	}
-	return env, nil
+	return env, inj, nil
+}
+
+// injections pairs every bound secret with its value; a grant naming a
+// secret the folder does not have fails the turn rather than run it with an
+// empty value.
+func injections(folder string, bound map[string][]string, secrets map[string]string) ([]inject.Secret, error) {
+	names := make([]string, 0, len(bound))
+	for k := range bound {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out []inject.Secret
+	for _, k := range names {
+		v := secrets[k]
+		if v == "" {
+			return nil, fmt.Errorf("%s: an inject grant names the secret %s, which is not set; set it with `arizuko secret set folder:%s %s`: %w: %w",
+				folder, k, folder, k, ErrSecretMissing, ErrTerminal)
+		}
+		out = append(out, inject.Secret{Name: k, Hosts: bound[k], Value: v})
+	}
+	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
@@ -26,9 +27,12 @@ var ErrTerminal = errors.New("terminal turn failure")
 
 // Job is one attempt of a turn, everything the runner needs.
 type Job struct {
-	Turn      store.Turn
-	Argv      []string
-	Env       []string // KEY=VALUE, already filtered by grants
+	Turn store.Turn
+	Argv []string
+	Env  []string // KEY=VALUE, already filtered by grants
+	// Secrets are injected by the run's proxy into requests to their hosts;
+	// the guest gets only their placeholders.
+	Secrets   []inject.Secret
 	Prompt    string   // the agent's stdin
 	HostHome  string   // the folder's home on the host, folder.EnsureHome
 	GuestHome string   // where the guest sees it, and HOME
@@ -86,16 +90,39 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	if err != nil {
 		return Result{Exit: jail.ExitFailed}, fmt.Errorf("allowlist: %w: %w", err, ErrTerminal)
 	}
-	nr, err := netjail.Prepare(ctx, netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Log: log})
-	if err != nil {
-		return Result{Exit: jail.ExitFailed}, fmt.Errorf("network: %w", err)
+	var set *inject.Set
+	if len(j.Secrets) > 0 {
+		if set, err = inject.New(j.Secrets); err != nil {
+			return Result{Exit: jail.ExitFailed}, fmt.Errorf("inject grants: %w: %w", err, ErrTerminal)
+		}
 	}
-	defer nr.Close()
+	spec, err := r.spec(j, log)
+	if err != nil {
+		return Result{Exit: jail.ExitFailed}, err
+	}
+	net := netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Secrets: set, Log: log}
+	res, err := netjail.Jail(ctx, netjail.Job{Net: net, Spec: spec})
+	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: res.Net.Blocked()}
+	switch {
+	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec),
+		errors.Is(err, netjail.ErrSecretEnv), errors.Is(err, netjail.ErrSecretNoNet):
+		return out, fmt.Errorf("%w: %w", err, ErrTerminal)
+	case err != nil:
+		return out, err
+	case res.ExecError != "" && (res.Exit == jail.ExitNotFound || res.Exit == jail.ExitNotExecutable):
+		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
+	}
+	return out, nil
+}
+
+// spec is the guest of one attempt: the folder's home as the agent's home and
+// working directory, owned like the folder, and the MCP bridge.
+func (r *JailRunner) spec(j Job, log *slog.Logger) (jail.Spec, error) {
 	uid, gid := r.UID, r.GID
 	if uid < 0 || gid < 0 {
 		fi, err := os.Stat(j.HostHome)
 		if err != nil {
-			return Result{Exit: jail.ExitFailed}, err
+			return jail.Spec{}, err
 		}
 		st := fi.Sys().(*syscall.Stat_t)
 		uid, gid = int(st.Uid), int(st.Gid)
@@ -108,7 +135,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	if stdout == nil {
 		stdout = io.Discard
 	}
-	spec := jail.Spec{
+	s := jail.Spec{
 		Argv: j.Argv,
 		Env:  j.Env,
 		// The home must be the real directory: a symlink on its path would
@@ -128,7 +155,6 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		MemoryMiB:  j.MemoryMiB,
 		Timeout:    timeout,
 		Logger:     log,
-		Net:        nr.Net,
 		RunDirBase: r.RunsDir,
 		MCPSocket:  gated.GuestSocket,
 		MCPConn:    j.MCPConn,
@@ -136,17 +162,7 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	if r.Started != nil {
 		id := j.Turn.ID
-		spec.Started = func(int) { r.Started(id) }
+		s.Started = func(int) { r.Started(id) }
 	}
-	res, err := jail.Run(ctx, spec)
-	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: nr.Blocked()}
-	switch {
-	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec):
-		return out, fmt.Errorf("%w: %w", err, ErrTerminal)
-	case err != nil:
-		return out, err
-	case res.ExecError != "" && (res.Exit == jail.ExitNotFound || res.Exit == jail.ExitNotExecutable):
-		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
-	}
-	return out, nil
+	return s, nil
 }

@@ -24,10 +24,12 @@ cp "$here/CLAUDE.md" "$home/CLAUDE.md"
 # Egress: the model API only.
 arizuko network allow "$folder" api.anthropic.com
 
-# The credential is a folder secret, and only a shell:env grant lets it into
-# the guest's environment.
+# The credential is a sealed folder secret that never enters the guest: the
+# inject grant gives Claude Code a placeholder in ANTHROPIC_API_KEY, and the
+# turn's proxy swaps it for the key in HTTPS requests to api.anthropic.com
+# alone (the guest trusts the proxy's per-turn CA through NODE_EXTRA_CA_CERTS).
 printf '%s' "$ANTHROPIC_API_KEY" | arizuko secret set "folder:$folder" ANTHROPIC_API_KEY
-arizuko grant add "folder:$folder" shell:env:ANTHROPIC_API_KEY "$folder"
+arizuko grant add "folder:$folder" inject:ANTHROPIC_API_KEY@api.anthropic.com "$folder"
 arizuko grant add "folder:$folder" mcp:submit_turn "$folder"
 
 echo "ready: run \`arizuko serve\`, then \`arizuko chat $folder\`"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Test agent: what a Claude Code turn needs, without an API key.
+"""Test agent: what a Claude Code turn needs, with the API key injected, never held.
 
 It runs `claude --version`, then starts the folder's MCP server the way Claude Code
 does, from ~/.arizuko/mcp.json (examples/agents/claude-code: python3 stdio-bridge.py),
@@ -48,7 +48,9 @@ def main():
     srv.stdin.flush()
     log("initialized")
     tools = sorted(t["name"] for t in request("tools/list", {}).get("tools", []))
-    request("tools/call", {"name": "reply", "arguments": {"text": "claude=%s tools=%s" % (version, ",".join(tools))}})
+    # The example injects the API key: the guest holds a placeholder at most.
+    key = os.environ.get("ANTHROPIC_API_KEY", "none")[:len("crackbox-secret-")]
+    request("tools/call", {"name": "reply", "arguments": {"text": "claude=%s key=%s tools=%s" % (version, key, ",".join(tools))}})
     srv.stdin.close()
     srv.wait(timeout=30)
     return 0
