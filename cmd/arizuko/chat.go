@@ -255,7 +255,8 @@ func (c *chatSession) setTyping(on bool) {
 	}
 }
 
-func init() {
+// newChatCmd is `arizuko chat`.
+func newChatCmd(a *app) *cobra.Command {
 	var topic, sender string
 	chat := &cobra.Command{
 		Use:   "chat FOLDER",
@@ -269,11 +270,11 @@ as they arrive. End with Ctrl-D.`,
 			if err := folder.Validate(f); err != nil {
 				return err
 			}
-			cfg, err := loadConfig()
+			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
 			}
-			base, token, err := daemonEndpoint(cfg)
+			base, token, err := a.daemonEndpoint(cfg)
 			if errors.Is(err, errNoDaemon) {
 				return fmt.Errorf("%w: start it with `arizuko serve --data %s`, then chat", err, cfg.DataDir)
 			}
@@ -297,5 +298,5 @@ as they arrive. End with Ctrl-D.`,
 	}
 	chat.Flags().StringVar(&topic, "topic", "", "topic within the folder")
 	chat.Flags().StringVar(&sender, "sender", "", "your name in the chat (default $USER)")
-	root.AddCommand(chat)
+	return chat
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestEveryCommandHasExamples(t *testing.T) {
-	decorate(root)
+	root := newRootCmd()
 	seen := map[string]bool{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -78,11 +78,11 @@ func defaultDataDir() string {
 
 // loadConfig resolves the data dir and reads the config file: --config, then
 // $ARIZUKO_CONFIG, then <data>/arizuko.toml when it exists.
-func loadConfig() (*Config, error) {
+func (a *app) loadConfig() (*Config, error) {
 	c := defaultConfig()
-	path := firstNonEmpty(flagConfig, os.Getenv("ARIZUKO_CONFIG"))
+	path := firstNonEmpty(a.config, os.Getenv("ARIZUKO_CONFIG"))
 	explicit := path != ""
-	data := firstNonEmpty(flagData, os.Getenv("ARIZUKO_DATA"))
+	data := firstNonEmpty(a.data, os.Getenv("ARIZUKO_DATA"))
 	if !explicit {
 		d := firstNonEmpty(data, defaultDataDir())
 		path = filepath.Join(d, "arizuko.toml")

@@ -24,9 +24,7 @@ func TestExampleConfigDecodes(t *testing.T) {
 func TestConfigErrorsNameTheKey(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "arizuko.toml")
 	os.WriteFile(p, []byte("[server]\nlisten = \"x\"\nlisten_port = 1\n"), 0o600)
-	flagConfig = p
-	defer func() { flagConfig = "" }()
-	_, err := loadConfig()
+	_, err := (&app{config: p}).loadConfig()
 	if err == nil || !strings.Contains(err.Error(), "server.listen_port") || !strings.Contains(err.Error(), p+":3") {
 		t.Fatalf("err = %v", err)
 	}
@@ -37,9 +35,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 func TestProxyConfigReachesTurnRunner(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "arizuko.toml")
 	os.WriteFile(p, []byte("[proxy]\nresolver = \"127.0.0.53\"\nallow_cidrs = [\"10.9.0.0/16\"]\n[proxy.hosts]\n\"git.internal\" = [\"10.9.0.7\"]\n"), 0o600)
-	flagConfig = p
-	defer func() { flagConfig = "" }()
-	c, err := loadConfig()
+	a := &app{config: p}
+	c, err := a.loadConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +51,7 @@ func TestProxyConfigReachesTurnRunner(t *testing.T) {
 	}
 	for _, bad := range []string{"allow = [\"x.test\"]", "listen = \":3128\"", "resolver = \"not an ip\"", "allow_cidrs = [\"10.0.0.1\"]"} {
 		os.WriteFile(p, []byte("[proxy]\n"+bad+"\n"), 0o600)
-		if _, err := loadConfig(); err == nil || !strings.Contains(err.Error(), "proxy.") {
+		if _, err := a.loadConfig(); err == nil || !strings.Contains(err.Error(), "proxy.") {
 			t.Errorf("%s: err = %v", bad, err)
 		}
 	}

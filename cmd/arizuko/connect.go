@@ -58,13 +58,13 @@ func readToken(path string) (string, error) {
 // connect returns the service the command should use, with the principal in
 // ctx, and a func releasing it. One code path per operation: both sides
 // implement service.Service.
-func connect(ctx context.Context) (service.Service, context.Context, func(), error) {
-	cfg, err := loadConfig()
+func (a *app) connect(ctx context.Context) (service.Service, context.Context, func(), error) {
+	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, ctx, nil, err
 	}
-	server := firstNonEmpty(flagServer, os.Getenv("ARIZUKO_SERVER"))
-	token := firstNonEmpty(flagToken, os.Getenv("ARIZUKO_TOKEN"))
+	server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
+	token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
 	if server != "" {
 		if token == "" {
 			if token, err = readToken(cfg.Server.TokenFile); err != nil {
@@ -112,8 +112,8 @@ func connect(ctx context.Context) (service.Service, context.Context, func(), err
 }
 
 // withService runs fn against the connected service.
-func withService(ctx context.Context, fn func(ctx context.Context, s service.Service) error) error {
-	s, ctx, release, err := connect(ctx)
+func (a *app) withService(ctx context.Context, fn func(ctx context.Context, s service.Service) error) error {
+	s, ctx, release, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}

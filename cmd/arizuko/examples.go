@@ -92,35 +92,35 @@ var (
 
 // decorate fills each command's Example from examples and adds folder and chat
 // completion to the commands that take them.
-func decorate(c *cobra.Command) {
+func (a *app) decorate(c *cobra.Command) {
 	path := c.CommandPath()
 	if ex, ok := examples[path]; ok {
 		c.Example = "  " + strings.ReplaceAll(ex, "\n", "\n  ")
 	}
 	for _, p := range folderArgs {
 		if p == path {
-			c.ValidArgsFunction = completeFirst(func(f string) string { return f })
+			c.ValidArgsFunction = a.completeFirst(func(f string) string { return f })
 		}
 	}
 	for _, p := range chatArgs {
 		if p == path {
 			// Every folder is reachable directly as the chat web:<folder>.
-			c.ValidArgsFunction = completeFirst(func(f string) string { return "web:" + f })
+			c.ValidArgsFunction = a.completeFirst(func(f string) string { return "web:" + f })
 		}
 	}
 	for _, sub := range c.Commands() {
-		decorate(sub)
+		a.decorate(sub)
 	}
 }
 
 // completeFirst completes the first argument with each folder through name.
-func completeFirst(name func(folder string) string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func (a *app) completeFirst(name func(folder string) string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		var out []string
-		_ = withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
+		_ = a.withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
 			fs, err := s.ListFolders(ctx)
 			for _, f := range fs {
 				out = append(out, name(f.Path)+"\t"+f.DisplayName)

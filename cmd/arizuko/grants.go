@@ -13,7 +13,90 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
-func init() {
+// newGrantCmd is `arizuko grant`.
+func newGrantCmd(a *app) *cobra.Command {
+	var principal string
+	ls := &cobra.Command{
+		Use: "ls", Short: "List grant rows", Args: cobra.NoArgs,
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListGrants(ctx, principal)
+			if err != nil || a.json {
+				return jsonOr(out, err)
+			}
+			table("ID\tPRINCIPAL\tEFFECT\tACTION\tSCOPE\tOPTION\tBY\tPARAMS", func(w *tabwriter.Writer) {
+				for _, g := range out {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", g.ID, g.Principal, g.Effect, g.Action, g.Scope, g.GrantOption, g.GrantedBy, g.Params)
+				}
+			})
+			return nil
+		}),
+	}
+	ls.Flags().StringVar(&principal, "principal", "", "only this principal's rows")
+	rm := &cobra.Command{
+		Use: "rm ID", Short: "Remove a grant row", Args: cobra.ExactArgs(1),
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return s.RemoveGrant(ctx, id)
+		}),
+	}
+	member := &cobra.Command{
+		Use: "member MEMBER ROLE", Short: "Make MEMBER hold every row of ROLE", Args: cobra.ExactArgs(2),
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
+			return s.AddMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
+		}),
+	}
+	unmember := &cobra.Command{
+		Use: "unmember MEMBER ROLE", Short: "Remove a membership edge", Args: cobra.ExactArgs(2),
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
+			return s.RemoveMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
+		}),
+	}
+	members := &cobra.Command{
+		Use: "members", Short: "List membership edges", Args: cobra.NoArgs,
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListMembers(ctx)
+			if err != nil || a.json {
+				return jsonOr(out, err)
+			}
+			table("MEMBER\tROLE", func(w *tabwriter.Writer) {
+				for _, e := range out {
+					fmt.Fprintf(w, "%s\t%s\n", e.Member, e.Role)
+				}
+			})
+			return nil
+		}),
+	}
+	return group("grant", "Manage grants and role membership", newGrantAddCmd(a), ls, rm, member, unmember, members)
+
+}
+
+// newAuditCmd is `arizuko audit`.
+func newAuditCmd(a *app) *cobra.Command {
+	var limit int
+	audit := &cobra.Command{
+		Use: "audit", Short: "Show recent denied decisions", Args: cobra.NoArgs,
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListAudit(ctx, limit)
+			if err != nil || a.json {
+				return jsonOr(out, err)
+			}
+			table("TIME\tDECISION\tPRINCIPAL\tACTION\tSCOPE\tREASON", func(w *tabwriter.Writer) {
+				for _, a := range out {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Decision, a.Principal, a.Action, a.Scope, a.Reason)
+				}
+			})
+			return nil
+		}),
+	}
+	audit.Flags().IntVar(&limit, "limit", 50, "entries to show")
+	return audit
+}
+
+// newGrantAddCmd is `arizuko grant add`.
+func newGrantAddCmd(a *app) *cobra.Command {
 	var deny, option bool
 	var params string
 	add := &cobra.Command{
@@ -38,13 +121,13 @@ Actions arizuko checks (anything else is refused):
 A row of mcp:send with --params '{"chat_jid":"<jid>"}' lets the folder send to
 that one chat although it routes to another folder.`,
 		Args: cobra.ExactArgs(3),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			g := acl.Grant{Principal: args[0], Action: args[1], Scope: args[2], Effect: acl.Allow, Params: params, GrantOption: option}
 			if deny {
 				g.Effect = acl.Deny
 			}
 			out, err := s.AddGrant(ctx, g)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			fmt.Println(out.ID)
@@ -55,80 +138,7 @@ that one chat although it routes to another folder.`,
 	add.Flags().BoolVar(&option, "grant-option", false, "let the principal grant subsets of this row")
 	add.Flags().StringVar(&params, "params", "", `parameters (JSON) the row carries, e.g. '{"chat_jid":"slack:C1"}' on mcp:send`)
 
-	var principal string
-	ls := &cobra.Command{
-		Use: "ls", Short: "List grant rows", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListGrants(ctx, principal)
-			if err != nil || flagJSON {
-				return jsonOr(out, err)
-			}
-			table("ID\tPRINCIPAL\tEFFECT\tACTION\tSCOPE\tOPTION\tBY\tPARAMS", func(w *tabwriter.Writer) {
-				for _, g := range out {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", g.ID, g.Principal, g.Effect, g.Action, g.Scope, g.GrantOption, g.GrantedBy, g.Params)
-				}
-			})
-			return nil
-		}),
-	}
-	ls.Flags().StringVar(&principal, "principal", "", "only this principal's rows")
-	rm := &cobra.Command{
-		Use: "rm ID", Short: "Remove a grant row", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			return s.RemoveGrant(ctx, id)
-		}),
-	}
-	member := &cobra.Command{
-		Use: "member MEMBER ROLE", Short: "Make MEMBER hold every row of ROLE", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
-			return s.AddMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
-		}),
-	}
-	unmember := &cobra.Command{
-		Use: "unmember MEMBER ROLE", Short: "Remove a membership edge", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
-			return s.RemoveMember(ctx, acl.Edge{Member: args[0], Role: args[1]})
-		}),
-	}
-	members := &cobra.Command{
-		Use: "members", Short: "List membership edges", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListMembers(ctx)
-			if err != nil || flagJSON {
-				return jsonOr(out, err)
-			}
-			table("MEMBER\tROLE", func(w *tabwriter.Writer) {
-				for _, e := range out {
-					fmt.Fprintf(w, "%s\t%s\n", e.Member, e.Role)
-				}
-			})
-			return nil
-		}),
-	}
-	group("grant", "Manage grants and role membership", add, ls, rm, member, unmember, members)
-
-	var limit int
-	audit := &cobra.Command{
-		Use: "audit", Short: "Show recent denied decisions", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListAudit(ctx, limit)
-			if err != nil || flagJSON {
-				return jsonOr(out, err)
-			}
-			table("TIME\tDECISION\tPRINCIPAL\tACTION\tSCOPE\tREASON", func(w *tabwriter.Writer) {
-				for _, a := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Decision, a.Principal, a.Action, a.Scope, a.Reason)
-				}
-			})
-			return nil
-		}),
-	}
-	audit.Flags().IntVar(&limit, "limit", 50, "entries to show")
-	root.AddCommand(audit)
+	return add
 }
 
 // wrapActions lists actions a few to a line for --help.

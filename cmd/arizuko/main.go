@@ -4,7 +4,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,34 +14,49 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
-// global flags
-var (
-	flagData     string
-	flagServer   string
-	flagToken    string
-	flagConfig   string
-	flagJSON     bool
-	flagLogLevel string
-)
+// app holds what the root's persistent flags set; every command reads them
+// through it, so no flag value lives in a package variable.
+type app struct {
+	data, server, token, config, logLevel string
+	json                                  bool
+}
 
-var root = &cobra.Command{
-	Use:   "arizuko",
-	Short: "Agent tenancy: folders, routes, grants, network rules and secrets",
-	Long: `arizuko manages agent tenants (folders), how inbound messages reach them
+// newRootCmd builds the whole command tree.
+func newRootCmd() *cobra.Command {
+	a := &app{}
+	root := &cobra.Command{
+		Use:   "arizuko",
+		Short: "Agent tenancy: folders, routes, grants, network rules and secrets",
+		Long: `arizuko manages agent tenants (folders), how inbound messages reach them
 (routes), what they may do (grants), where their guests may connect (network
 rules) and the secrets their turns receive.
 
 Commands talk to a running daemon (--server, or the one serving --data) and
 otherwise open the data dir directly.`,
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	Version:       buildinfo.Get().String(),
-	PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-		if cmd == serveCmd {
-			return nil // serve also reads log.level from the config
-		}
-		return setupLog(firstNonEmpty(flagLogLevel, "warn"))
-	},
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return setupLog(firstNonEmpty(a.logLevel, "warn"))
+		},
+	}
+	root.SetVersionTemplate("arizuko {{.Version}}\n")
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.data, "data", "", "data dir (default $ARIZUKO_DATA, config data_dir, $XDG_DATA_HOME/arizuko, or /var/lib/arizuko as root)")
+	pf.StringVar(&a.server, "server", "", "daemon URL, e.g. http://127.0.0.1:7480 (default $ARIZUKO_SERVER)")
+	pf.StringVar(&a.token, "token", "", "bearer token for --server (default $ARIZUKO_TOKEN, then <data>/token)")
+	pf.StringVar(&a.config, "config", "", "config file (default $ARIZUKO_CONFIG, then <data>/arizuko.toml if present)")
+	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
+	pf.StringVar(&a.logLevel, "log-level", "", "log level: debug, info, warn or error (default warn; serve: log.level or info)")
+	root.AddCommand(
+		newInitCmd(a), newServeCmd(a), newChatCmd(a),
+		newSendCmd(a), newResolveCmd(a), newMessagesCmd(a),
+		newFolderCmd(a), newRouteCmd(a), newNetworkCmd(a), newSecretCmd(a),
+		newGrantCmd(a), newAuditCmd(a), newObserveCmd(a), newTokenCmd(a), newTurnsCmd(a),
+		newManPagesCmd(),
+	)
+	a.decorate(root)
+	return root
 }
 
 func setupLog(level string) error {
@@ -54,20 +68,8 @@ func setupLog(level string) error {
 	return nil
 }
 
-func init() {
-	root.SetVersionTemplate("arizuko {{.Version}}\n")
-	pf := root.PersistentFlags()
-	pf.StringVar(&flagData, "data", "", "data dir (default $ARIZUKO_DATA, config data_dir, $XDG_DATA_HOME/arizuko, or /var/lib/arizuko as root)")
-	pf.StringVar(&flagServer, "server", "", "daemon URL, e.g. http://127.0.0.1:7480 (default $ARIZUKO_SERVER)")
-	pf.StringVar(&flagToken, "token", "", "bearer token for --server (default $ARIZUKO_TOKEN, then <data>/token)")
-	pf.StringVar(&flagConfig, "config", "", "config file (default $ARIZUKO_CONFIG, then <data>/arizuko.toml if present)")
-	pf.BoolVar(&flagJSON, "json", false, "print JSON instead of tables")
-	pf.StringVar(&flagLogLevel, "log-level", "", "log level: debug, info, warn or error (default warn; serve: log.level or info)")
-}
-
 func main() {
-	decorate(root)
-	err := root.Execute()
+	err := newRootCmd().Execute()
 	if err == nil {
 		return
 	}
@@ -81,11 +83,4 @@ func main() {
 		os.Exit(4)
 	}
 	os.Exit(1)
-}
-
-// printJSON writes v as indented JSON.
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

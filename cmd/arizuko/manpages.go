@@ -5,14 +5,15 @@ import (
 	"github.com/spf13/cobra/doc"
 )
 
-func init() {
-	root.AddCommand(&cobra.Command{
+// newManPagesCmd is the hidden `arizuko man-pages`.
+func newManPagesCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:    "man-pages DIR",
 		Short:  "Write a man page for every command into DIR (make install uses it)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return doc.GenManTree(root, &doc.GenManHeader{Title: "ARIZUKO", Section: "1", Source: "arizuko"}, args[0])
+			return doc.GenManTree(cmd.Root(), &doc.GenManHeader{Title: "ARIZUKO", Section: "1", Source: "arizuko"}, args[0])
 		},
-	})
+	}
 }

@@ -25,7 +25,8 @@ func messageFlags(c *cobra.Command, in *service.MessageIn) {
 	c.Flags().StringVar(&in.Verb, "verb", "", "verb (e.g. join)")
 }
 
-func init() {
+// newSendCmd is `arizuko send`.
+func newSendCmd(a *app) *cobra.Command {
 	var in service.MessageIn
 	var noWait bool
 	send := &cobra.Command{
@@ -37,12 +38,12 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in.ChatJID, in.Text = args[0], args[1]
-			if !noWait && !flagJSON {
-				cfg, err := loadConfig()
+			if !noWait && !a.json {
+				cfg, err := a.loadConfig()
 				if err != nil {
 					return err
 				}
-				base, token, err := daemonEndpoint(cfg)
+				base, token, err := a.daemonEndpoint(cfg)
 				if err == nil {
 					return sendAndWait(cmd.Context(), base, token, in, os.Stdout)
 				}
@@ -50,9 +51,9 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 					return err
 				}
 			}
-			return withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
+			return a.withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
 				out, err := s.PostMessage(ctx, in)
-				if err != nil || flagJSON {
+				if err != nil || a.json {
 					return jsonOr(out, err)
 				}
 				if !out.Route.Routed() {
@@ -67,16 +68,21 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 	send.Flags().StringVar(&in.PlatformID, "platform-id", "", "platform message id (repeats are ignored)")
 	send.Flags().StringVar(&in.ReplyTo, "reply-to", "", "platform id this message answers")
 	send.Flags().BoolVar(&noWait, "no-wait", false, "post and return without waiting for the reply")
+	return send
+}
+
+// newResolveCmd is `arizuko resolve`.
+func newResolveCmd(a *app) *cobra.Command {
 
 	var rin service.MessageIn
 	resolve := &cobra.Command{
 		Use:   "resolve CHAT",
 		Short: "Show which folder and topic a message in CHAT would reach, and why",
 		Args:  cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			rin.ChatJID = args[0]
 			r, err := s.Resolve(ctx, rin)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(r, err)
 			}
 			if !r.Routed() {
@@ -95,14 +101,19 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 		}),
 	}
 	messageFlags(resolve, &rin)
+	return resolve
+}
+
+// newMessagesCmd is `arizuko messages`.
+func newMessagesCmd(a *app) *cobra.Command {
 
 	var after int64
 	var limit int
 	ls := &cobra.Command{
 		Use: "messages CHAT", Short: "List a chat's stored messages", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			out, err := s.ListMessages(ctx, args[0], after, limit)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			table("ID\tTIME\tDIR\tSENDER\tFOLDER\tTEXT", func(w *tabwriter.Writer) {
@@ -115,7 +126,7 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 	}
 	ls.Flags().Int64Var(&after, "after", 0, "only ids above this")
 	ls.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	root.AddCommand(send, resolve, ls)
+	return ls
 }
 
 // sendAndWait posts one message through the daemon as a one-line terminal

@@ -11,8 +11,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-func networkSet(effect string) func(*cobra.Command, []string) error {
-	return run(func(ctx context.Context, s service.Service, args []string) error {
+func (a *app) networkSet(effect string) func(*cobra.Command, []string) error {
+	return a.run(func(ctx context.Context, s service.Service, args []string) error {
 		for _, h := range args[1:] {
 			r, err := s.SetNetworkRule(ctx, store.NetworkRule{Folder: args[0], Host: h, Effect: effect})
 			if err != nil {
@@ -24,22 +24,23 @@ func networkSet(effect string) func(*cobra.Command, []string) error {
 	})
 }
 
-func init() {
+// newNetworkCmd is `arizuko network`.
+func newNetworkCmd(a *app) *cobra.Command {
 	allowCmd := &cobra.Command{
 		Use:   "allow FOLDER HOST...",
 		Short: "Let FOLDER and everything below it reach HOST (crackbox allowlist syntax)",
 		Args:  cobra.MinimumNArgs(2),
-		RunE:  networkSet("allow"),
+		RunE:  a.networkSet("allow"),
 	}
 	denyCmd := &cobra.Command{
 		Use:   "deny FOLDER HOST...",
 		Short: "Remove HOST from the allowlist FOLDER and everything below it inherit",
 		Args:  cobra.MinimumNArgs(2),
-		RunE:  networkSet("deny"),
+		RunE:  a.networkSet("deny"),
 	}
 	rm := &cobra.Command{
 		Use: "rm FOLDER HOST...", Short: "Drop FOLDER's own rule (allow or deny) for HOST", Args: cobra.MinimumNArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			for _, h := range args[1:] {
 				if err := s.RemoveNetworkRule(ctx, args[0], h); err != nil {
 					return err
@@ -50,9 +51,9 @@ func init() {
 	}
 	ls := &cobra.Command{
 		Use: "ls FOLDER", Short: "Show FOLDER's own and inherited rules and its effective allowlist", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			v, err := s.ListNetwork(ctx, args[0])
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(v, err)
 			}
 			table("FOLDER\tEFFECT\tHOST", func(w *tabwriter.Writer) {
@@ -67,5 +68,5 @@ func init() {
 			return nil
 		}),
 	}
-	group("network", "Manage per-folder egress allowlists", allowCmd, denyCmd, rm, ls)
+	return group("network", "Manage per-folder egress allowlists", allowCmd, denyCmd, rm, ls)
 }

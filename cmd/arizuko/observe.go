@@ -11,16 +11,17 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
-func init() {
+// newObserveCmd is `arizuko observe`.
+func newObserveCmd(a *app) *cobra.Command {
 	ls := &cobra.Command{
 		Use: "ls [OBSERVER]", Short: "List which folders observe which (an observation is used only while its grant holds)", Args: cobra.MaximumNArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			observer := ""
 			if len(args) == 1 {
 				observer = args[0]
 			}
 			out, err := s.ListObservations(ctx, observer)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			table("OBSERVER\tSOURCE\tSINCE", func(w *tabwriter.Writer) {
@@ -33,9 +34,9 @@ func init() {
 	}
 	rm := &cobra.Command{
 		Use: "rm OBSERVER SOURCE", Short: "End OBSERVER's observation of SOURCE", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			return s.RemoveObservation(ctx, args[0], args[1])
 		}),
 	}
-	group("observe", "List and end folder observations (observe_group)", ls, rm)
+	return group("observe", "List and end folder observations (observe_group)", ls, rm)
 }

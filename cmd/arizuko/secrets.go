@@ -25,44 +25,23 @@ func scopeArg(s string) string {
 	return "folder:" + s
 }
 
-func init() {
-	set := &cobra.Command{
-		Use:   "set SCOPE NAME",
-		Short: "Store a secret (write-only), typed at a prompt without echo or piped on stdin",
-		Long: `Store a secret for SCOPE (a folder path, folder:<path> or user:<id>).
-The value is typed at a prompt that does not echo, or read from stdin when it
-is a pipe or file; never from the command line, where ps and shell history
-would show it. Folder secrets are inherited by every folder below. Values are
-sealed with AES-256-GCM and never come back out through any API.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 3 {
-				return errors.New("secret values are not taken from the command line (ps and shell history show them); type it at the prompt or pipe it: printf %s \"$V\" | arizuko secret set SCOPE NAME")
-			}
-			return cobra.ExactArgs(2)(nil, args)
-		},
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
-			v, err := readSecret(args[1])
-			if err != nil {
-				return err
-			}
-			return s.SetSecret(ctx, service.SecretIn{Scope: scopeArg(args[0]), Name: args[1], Value: v})
-		}),
-	}
+// newSecretCmd is `arizuko secret`.
+func newSecretCmd(a *app) *cobra.Command {
 	rm := &cobra.Command{
 		Use: "rm SCOPE NAME", Short: "Remove a secret", Args: cobra.ExactArgs(2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			return s.RemoveSecret(ctx, scopeArg(args[0]), args[1])
 		}),
 	}
 	ls := &cobra.Command{
 		Use: "ls [SCOPE]", Short: "List secret names (never values)", Args: cobra.MaximumNArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			scope := ""
 			if len(args) == 1 {
 				scope = scopeArg(args[0])
 			}
 			out, err := s.ListSecrets(ctx, scope)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			table("SCOPE\tNAME\tUPDATED", func(w *tabwriter.Writer) {
@@ -80,7 +59,7 @@ sealed with AES-256-GCM and never come back out through any API.`,
 old one after it ($ARIZUKO_SECRETS_KEY="new,old" or one per line in the key
 file), run rotate, then drop the old key.`,
 		Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
 			n, err := s.RotateSecrets(ctx)
 			if err != nil {
 				return err
@@ -96,7 +75,33 @@ file), run rotate, then drop the old key.`,
 			return nil
 		},
 	}
-	group("secret", "Manage secrets (write-only)", set, rm, ls, rotate, keygen)
+	return group("secret", "Manage secrets (write-only)", newSecretSetCmd(a), rm, ls, rotate, keygen)
+}
+
+// newSecretSetCmd is `arizuko secret set`.
+func newSecretSetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "set SCOPE NAME",
+		Short: "Store a secret (write-only), typed at a prompt without echo or piped on stdin",
+		Long: `Store a secret for SCOPE (a folder path, folder:<path> or user:<id>).
+The value is typed at a prompt that does not echo, or read from stdin when it
+is a pipe or file; never from the command line, where ps and shell history
+would show it. Folder secrets are inherited by every folder below. Values are
+sealed with AES-256-GCM and never come back out through any API.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 3 {
+				return errors.New("secret values are not taken from the command line (ps and shell history show them); type it at the prompt or pipe it: printf %s \"$V\" | arizuko secret set SCOPE NAME")
+			}
+			return cobra.ExactArgs(2)(nil, args)
+		},
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
+			v, err := readSecret(args[1])
+			if err != nil {
+				return err
+			}
+			return s.SetSecret(ctx, service.SecretIn{Scope: scopeArg(args[0]), Name: args[1], Value: v})
+		}),
+	}
 }
 
 // readSecret reads a value from the terminal without echo, or from stdin

@@ -23,30 +23,31 @@ import (
 	"github.com/crackbox/crackbox/pkg/turn"
 )
 
-var flagListen string
-
-var serveCmd = &cobra.Command{
-	Use:   "serve",
-	Short: "Run the arizuko daemon (HTTP API)",
-	Long: `Run the daemon on the data dir. It refuses to start without a secrets key
+// newServeCmd is `arizuko serve`.
+func newServeCmd(a *app) *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the arizuko daemon (HTTP API)",
+		Long: `Run the daemon on the data dir. It refuses to start without a secrets key
 ($ARIZUKO_SECRETS_KEY, secrets.key_file, or <data>/secrets.key).`,
-	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadConfig()
-		if err != nil {
-			return err
-		}
-		if err := setupLog(firstNonEmpty(flagLogLevel, cfg.Log.Level, "info")); err != nil {
-			return err
-		}
-		listen := firstNonEmpty(flagListen, cfg.Server.Listen)
-		return serve(cmd.Context(), cfg, listen)
-	},
-}
-
-func init() {
-	serveCmd.Flags().StringVar(&flagListen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
-	root.AddCommand(serveCmd)
+		Args: cobra.NoArgs,
+		// Replaces the root's hook: serve's log level also comes from log.level,
+		// which RunE knows only once the config is read.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
+				return err
+			}
+			return serve(cmd.Context(), cfg, firstNonEmpty(listen, cfg.Server.Listen))
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
+	return cmd
 }
 
 func serve(ctx context.Context, cfg *Config, listen string) error {

@@ -12,7 +12,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
-func init() {
+// newTokenCmd is `arizuko token`.
+func newTokenCmd(a *app) *cobra.Command {
 	var kind, platform string
 	add := &cobra.Command{
 		Use:   "add NAME",
@@ -26,9 +27,9 @@ may do:
 The token is printed once on stdout; only its SHA-256 is stored. Revoke it
 with "arizuko token rm NAME".`,
 		Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			out, err := s.AddToken(ctx, service.TokenIn{Name: args[0], Kind: kind, Platform: platform})
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			fmt.Fprintf(os.Stderr, "token %q (%s) created; it is shown only now:\n", out.Name, out.Kind)
@@ -40,9 +41,9 @@ with "arizuko token rm NAME".`,
 	add.Flags().StringVar(&platform, "platform", "", "the adapter token's platform (e.g. slack)")
 	ls := &cobra.Command{
 		Use: "ls", Short: "List API tokens (names and kinds; never the tokens)", Args: cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
 			out, err := s.ListTokens(ctx)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
 			table("NAME\tKIND\tPLATFORM\tCREATED\tBY", func(w *tabwriter.Writer) {
@@ -55,9 +56,9 @@ with "arizuko token rm NAME".`,
 	}
 	rm := &cobra.Command{
 		Use: "rm NAME", Short: "Revoke an API token at once", Args: cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			return s.RemoveToken(ctx, args[0])
 		}),
 	}
-	group("token", "Manage scoped API tokens", add, ls, rm)
+	return group("token", "Manage scoped API tokens", add, ls, rm)
 }

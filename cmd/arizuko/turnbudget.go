@@ -22,9 +22,8 @@ func parseBudget(s string) (service.BudgetIn, error) {
 	return service.BudgetIn{MaxTurnsPerDay: &n}, nil
 }
 
-// This file sorts after folders.go, so the folder command exists here.
 // newBudgetCmd is `arizuko folder budget`.
-func newBudgetCmd() *cobra.Command {
+func newBudgetCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "budget FOLDER [N|default]",
 		Short: "Show or set a folder's turn budget (turns per sliding 24 h; 0 = unlimited)",
@@ -34,7 +33,7 @@ N caps the folder at N turns started per sliding 24 h (0 = unlimited),
 fails as quota-exhausted without starting a guest; its messages stay stored
 and the chat is told.`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			var b service.FolderBudget
 			var err error
 			if len(args) == 2 {
@@ -46,7 +45,7 @@ and the chat is told.`,
 			} else {
 				b, err = s.GetBudget(ctx, args[0])
 			}
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(b, err)
 			}
 			src := "instance default"

@@ -20,8 +20,8 @@ import (
 
 // daemonEndpoint finds the running daemon: --server/$ARIZUKO_SERVER, else
 // the URL the daemon serving the data dir advertises; errNoDaemon if none.
-func daemonEndpoint(cfg *Config) (string, string, error) {
-	server := firstNonEmpty(flagServer, os.Getenv("ARIZUKO_SERVER"))
+func (a *app) daemonEndpoint(cfg *Config) (string, string, error) {
+	server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
 	if server == "" {
 		lock, err := lockData(cfg.DataDir)
 		if err == nil {
@@ -38,7 +38,7 @@ func daemonEndpoint(cfg *Config) (string, string, error) {
 		}
 		server = info.URL
 	}
-	token := firstNonEmpty(flagToken, os.Getenv("ARIZUKO_TOKEN"))
+	token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
 	if token == "" {
 		var err error
 		if token, err = readToken(cfg.Server.TokenFile); err != nil {
@@ -82,17 +82,24 @@ func clip(s string, n int) string {
 	return s
 }
 
-func init() {
+// newTurnsCmd is `arizuko turns`.
+func newTurnsCmd(a *app) *cobra.Command {
 	turns := &cobra.Command{Use: "turns", Short: "Show agent turns: when they ran, how they ended, what they sent"}
+	turns.AddCommand(newTurnsLsCmd(a), newTurnsShowCmd(a))
+	return turns
+}
+
+// newTurnsLsCmd is `arizuko turns ls`.
+func newTurnsLsCmd(a *app) *cobra.Command {
 	var folder string
 	var limit int
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List the newest turns",
 		Args:  cobra.NoArgs,
-		RunE: run(func(ctx context.Context, s service.Service, _ []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
 			ts, err := s.ListTurns(ctx, folder, limit)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(ts, err)
 			}
 			table("ID\tFOLDER\tTOPIC\tSTATUS\tTRIES\tEXIT\tSTARTED\tTOOK\tOUTCOME", func(w *tabwriter.Writer) {
@@ -110,17 +117,22 @@ func init() {
 	}
 	ls.Flags().StringVar(&folder, "folder", "", "only this folder's turns")
 	ls.Flags().IntVar(&limit, "limit", 20, "how many turns")
-	show := &cobra.Command{
+	return ls
+}
+
+// newTurnsShowCmd is `arizuko turns show`.
+func newTurnsShowCmd(a *app) *cobra.Command {
+	return &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one turn: its messages, replies, exit code and egress summary",
 		Args:  cobra.ExactArgs(1),
-		RunE: run(func(ctx context.Context, s service.Service, args []string) error {
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			var id int64
 			if _, err := fmt.Sscan(args[0], &id); err != nil || id <= 0 {
 				return fmt.Errorf("turn id %q: want a positive number: %w", args[0], service.ErrInvalid)
 			}
 			d, err := s.GetTurn(ctx, id)
-			if err != nil || flagJSON {
+			if err != nil || a.json {
 				return jsonOr(d, err)
 			}
 			where := d.Folder
@@ -146,6 +158,4 @@ func init() {
 			return nil
 		}),
 	}
-	turns.AddCommand(ls, show)
-	root.AddCommand(turns)
 }

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// newRouteCmd is `arizuko route`.
+func newRouteCmd(a *app) *cobra.Command {
+	var r router.Route
+	radd := &cobra.Command{
+		Use:   "add --seq N --match 'key=glob ...' --target folder[#topic]",
+		Short: "Add a route; the lowest seq whose match holds wins",
+		Args:  cobra.NoArgs,
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.AddRoute(ctx, r)
+			if err != nil || a.json {
+				return jsonOr(out, err)
+			}
+			fmt.Println(out.ID)
+			return nil
+		}),
+	}
+	radd.Flags().IntVar(&r.Seq, "seq", 100, "order: lower seq is tried first")
+	radd.Flags().StringVar(&r.Match, "match", "", "space-separated key=glob terms over platform, room, chat_jid, sender, verb (empty: all)")
+	radd.Flags().StringVar(&r.Target, "target", "", "folder[#topic]; #observe stores without a turn; {sender} expands to the sender")
+	radd.MarkFlagRequired("target")
+	rls := &cobra.Command{
+		Use: "ls", Short: "List routes in resolution order", Args: cobra.NoArgs,
+		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
+			out, err := s.ListRoutes(ctx)
+			if err != nil || a.json {
+				return jsonOr(out, err)
+			}
+			table("ID\tSEQ\tMATCH\tTARGET", func(w *tabwriter.Writer) {
+				for _, r := range out {
+					fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", r.ID, r.Seq, r.Match, r.Target)
+				}
+			})
+			return nil
+		}),
+	}
+	rrm := &cobra.Command{
+		Use: "rm ID", Short: "Remove a route", Args: cobra.ExactArgs(1),
+		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			return s.RemoveRoute(ctx, id)
+		}),
+	}
+	return group("route", "Manage routes", radd, rls, rrm)
+}
