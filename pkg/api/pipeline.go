@@ -10,8 +10,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// registerPipeline serves the turn pipeline's records and settings.
-func (s *Server) registerPipeline() {
+// pipelineRoutes serves the turn pipeline's records and settings.
+func (s *Server) pipelineRoutes() {
 	s.handle("/v1/adapters", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
 		var in store.Adapter
 		if err := Decode(w, r, &in); err != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// registerTokens serves the scoped tokens and the adapters' outbound queue.
-func (s *Server) registerTokens() {
+// tokenRoutes serves the scoped tokens and the adapters' outbound queue.
+func (s *Server) tokenRoutes() {
 	s.handle("/v1/tokens", true, map[string]HandlerFunc{
 		"GET": func(w http.ResponseWriter, r *http.Request) error {
 			out, err := s.svc.ListTokens(r.Context())

@@ -1,0 +1,57 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+)
+
+// grantRoutes serves grant rows, role membership and the audit of denials.
+func (s *Server) grantRoutes() {
+	s.handle("/v1/grants", true, map[string]HandlerFunc{
+		"GET": func(w http.ResponseWriter, r *http.Request) error {
+			out, err := s.svc.ListGrants(r.Context(), r.URL.Query().Get("principal"))
+			return list(w, out, err)
+		},
+		"POST": func(w http.ResponseWriter, r *http.Request) error {
+			var g acl.Grant
+			if err := Decode(w, r, &g); err != nil {
+				return err
+			}
+			out, err := s.svc.AddGrant(r.Context(), g)
+			return reply(w, http.StatusCreated, out, err)
+		},
+	})
+	s.handle("/v1/grants/{id}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+		id, err := idParam(r)
+		if err != nil {
+			return err
+		}
+		return done(w, s.svc.RemoveGrant(r.Context(), id))
+	}})
+	s.handle("/v1/members", true, map[string]HandlerFunc{
+		"GET": func(w http.ResponseWriter, r *http.Request) error {
+			out, err := s.svc.ListMembers(r.Context())
+			return list(w, out, err)
+		},
+		"POST": func(w http.ResponseWriter, r *http.Request) error {
+			var e acl.Edge
+			if err := Decode(w, r, &e); err != nil {
+				return err
+			}
+			return reply(w, http.StatusCreated, e, s.svc.AddMember(r.Context(), e))
+		},
+		"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+			q := r.URL.Query()
+			return done(w, s.svc.RemoveMember(r.Context(), acl.Edge{Member: q.Get("member"), Role: q.Get("role")}))
+		},
+	})
+	s.handle("/v1/audit", true, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
+		limit, err := intParam(r.URL.Query().Get("limit"), "limit")
+		if err != nil {
+			return err
+		}
+		out, err := s.svc.ListAudit(r.Context(), int(limit))
+		return list(w, out, err)
+	}})
+}

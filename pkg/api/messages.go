@@ -1,0 +1,53 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// messageRoutes serves inbound messages and the routing dry run.
+func (s *Server) messageRoutes() {
+	s.handle("/v1/messages", true, map[string]HandlerFunc{
+		"POST": func(w http.ResponseWriter, r *http.Request) error {
+			var in service.MessageIn
+			if err := Decode(w, r, &in); err != nil {
+				return err
+			}
+			var err error
+			if in.Platform, err = service.PinPlatform(r.Context(), in.Platform, in.ChatJID); err != nil {
+				return err
+			}
+			out, err := s.svc.PostMessage(r.Context(), in)
+			if err != nil {
+				return err
+			}
+			status := http.StatusCreated
+			if out.Duplicate {
+				status = http.StatusOK
+			}
+			return WriteJSON(w, status, out)
+		},
+		"GET": func(w http.ResponseWriter, r *http.Request) error {
+			q := r.URL.Query()
+			after, err := intParam(q.Get("after"), "after")
+			if err != nil {
+				return err
+			}
+			limit, err := intParam(q.Get("limit"), "limit")
+			if err != nil {
+				return err
+			}
+			out, err := s.svc.ListMessages(r.Context(), q.Get("chat"), after, int(limit))
+			return list(w, out, err)
+		},
+	})
+	s.handle("/v1/resolve", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
+		var in service.MessageIn
+		if err := Decode(w, r, &in); err != nil {
+			return err
+		}
+		out, err := s.svc.Resolve(r.Context(), in)
+		return reply(w, http.StatusOK, out, err)
+	}})
+}
