@@ -5,16 +5,13 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
@@ -23,45 +20,22 @@ import (
 // data dir holding folders that run the scripted agent on the host.
 func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string, *store.Store) {
 	t.Helper()
-	data, err := os.MkdirTemp("", "cz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(data) })
-	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true, MaxTurnsPerDay: tc.MaxTurnsPerDay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := l.Bootstrap(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_, file, _, _ := runtime.Caller(0)
-	agent, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "examples", "agents", "scripted", "agent.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	actx := service.WithPrincipal(ctx, service.AdminPrincipal)
+	e := servicetest.New(t, servicetest.Options{MaxTurnsPerDay: tc.MaxTurnsPerDay})
 	for _, f := range folders {
-		if _, err := l.AddFolder(actx, store.Folder{Path: f, AgentCommand: []string{"python3", turn.DefaultGuestHome + "/agent.py"}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(data, "homes", folder.HomeName(f), "agent.py"), agent, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		e.AddFolder(t, f, "python3", turn.DefaultGuestHome+"/agent.py")
+		e.InstallAgent(t, f)
 	}
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	const token = "0123456789abcdef0123"
-	h, stop, err := startTurns(ctx, tc, l, token, "")
+	h, stop, err := startTurns(context.Background(), tc, e.L, token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); stop() })
-	return srv.URL, token, l.Store()
+	return srv.URL, token, e.Store
 }
 
 // Two terminal chats at once each register their own adapter and each

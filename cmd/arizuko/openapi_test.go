@@ -20,6 +20,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
@@ -48,12 +49,7 @@ func specPath(p string) string {
 func daemonServer(t *testing.T) (*api.Server, *service.Local) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: t.TempDir(), Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	l.Bootstrap(ctx)
+	l := servicetest.New(t, servicetest.Options{}).L
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
 
@@ -17,16 +17,9 @@ import (
 // platform's deliveries at itself, a read token cannot change a budget.
 func TestScopedTokensOnPipelineRoutes(t *testing.T) {
 	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: t.TempDir(), Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Bootstrap(ctx)
-	actx := service.WithPrincipal(ctx, service.AdminPrincipal)
-	if _, err := l.AddFolder(actx, store.Folder{Path: "a"}); err != nil {
-		t.Fatal(err)
-	}
+	e := servicetest.New(t, servicetest.Options{})
+	e.AddFolder(t, "a")
+	l, actx := e.L, e.Admin
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	defer func() { newTurnRunner = prev }()

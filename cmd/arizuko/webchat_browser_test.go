@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
 	"github.com/crackbox/crackbox/pkg/webdriver"
@@ -58,27 +58,12 @@ func TestWebChatInChromium(t *testing.T) {
 	jenv := jailtest.Require(t)
 	wd := browser(t)
 	ctx := context.Background()
-	data := t.TempDir()
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.Bootstrap(ctx)
-	actx := service.WithPrincipal(ctx, service.AdminPrincipal)
+	e := servicetest.New(t, servicetest.Options{})
 	for _, f := range []string{"acme", "globex"} {
-		if _, err := l.AddFolder(actx, store.Folder{Path: f, AgentCommand: []string{"python3", turn.DefaultGuestHome + "/agent.py"}}); err != nil {
-			t.Fatal(err)
-		}
+		e.AddFolder(t, f, "python3", turn.DefaultGuestHome+"/agent.py")
 	}
-	_, file, _, _ := runtime.Caller(0)
-	agent, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "examples", "agents", "scripted", "agent.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "homes", "acme", "agent.py"), agent, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e.InstallAgent(t, "acme")
+	l, actx := e.L, e.Admin
 	nt, err := l.AddToken(actx, service.TokenIn{Name: "alice", Kind: service.KindAdmin})
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -25,17 +25,9 @@ const (
 
 func newServer(t testing.TB) (*httptest.Server, *service.Local) {
 	t.Helper()
-	raw, _ := secrets.ParseKeys(secrets.GenerateKey())
-	ring, _ := secrets.NewRing(raw...)
-	l, err := service.Open(context.Background(), service.Options{DataDir: t.TempDir(), Ring: ring, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Bootstrap(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l := servicetest.New(t, servicetest.Options{Keyed: true}).L
 	srv := httptest.NewServer(NewServer(l, map[string]string{adminToken: service.AdminPrincipal, devToken: "user:dev"}))
-	t.Cleanup(func() { srv.Close(); l.Close() })
+	t.Cleanup(srv.Close)
 	return srv, l
 }
 

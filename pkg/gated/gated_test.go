@@ -15,6 +15,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -29,25 +30,11 @@ type fixture struct {
 
 func newFixture(t *testing.T, folders ...string) *fixture {
 	t.Helper()
-	data, err := os.MkdirTemp("", "gt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(data) })
-	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := l.Bootstrap(ctx); err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{l: l, st: l.Store(), data: data, ctx: service.WithPrincipal(ctx, service.AdminPrincipal)}
+	e := servicetest.New(t, servicetest.Options{})
+	l, data := e.L, e.Data
+	f := &fixture{l: l, st: e.Store, data: data, ctx: e.Admin}
 	for _, p := range folders {
-		if _, err := l.AddFolder(f.ctx, store.Folder{Path: p, AgentCommand: []string{"agent"}}); err != nil {
-			t.Fatal(err)
-		}
+		e.AddFolder(t, p, "agent")
 	}
 	f.srv = New(Options{Store: l.Store(), Gate: l.Gate(), Control: l, DataDir: data,
 		OnMessage: func(folder, _ string) { f.msgs = append(f.msgs, folder) }})

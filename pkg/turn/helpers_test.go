@@ -5,29 +5,16 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
-	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 )
-
-// agentScript is the scripted example agent shipped in examples/agents.
-func agentScript(t testing.TB) string {
-	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", "..", "examples", "agents", "scripted", "agent.py")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // hostRunner runs the agent as a plain host process: the unit-test stand-in
 // for a guest. It maps the guest home in argv to the folder's host home and
@@ -72,48 +59,16 @@ type env struct {
 // newEnv opens a data dir (short, for the unix socket path) with folders.
 func newEnv(t testing.TB, data string, folders ...string) *env {
 	t.Helper()
-	if data == "" {
-		var err error
-		if data, err = os.MkdirTemp("", "tq"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(data) })
-	}
-	ctx := context.Background()
-	keys, err := secrets.ParseKeys(secrets.GenerateKey())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ring, err := secrets.NewRing(keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := service.Open(ctx, service.Options{DataDir: data, Create: true, Ring: ring})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	if err := l.Bootstrap(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{l: l, st: l.Store(), data: data, ctx: service.WithPrincipal(ctx, service.AdminPrincipal)}
+	se := servicetest.New(t, servicetest.Options{Data: data, Keyed: true})
+	e := &env{l: se.L, st: se.Store, data: se.Data, ctx: se.Admin}
 	for _, f := range folders {
-		if _, err := l.AddFolder(e.ctx, store.Folder{Path: f, AgentCommand: []string{"python3", DefaultGuestHome + "/agent.py"}}); err != nil && !errors.Is(err, store.ErrExists) {
+		// A data dir reopened after a restart already has its folders.
+		if _, err := se.L.AddFolder(e.ctx, store.Folder{Path: f, AgentCommand: []string{"python3", DefaultGuestHome + "/agent.py"}}); err != nil && !errors.Is(err, store.ErrExists) {
 			t.Fatal(err)
 		}
-		copyAgent(t, data, f)
+		se.InstallAgent(t, f)
 	}
 	return e
-}
-
-func copyAgent(t testing.TB, data, f string) {
-	b, err := os.ReadFile(agentScript(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(data, "homes", folder.HomeName(f), "agent.py"), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // start runs a queue over the env with runner until the test ends.

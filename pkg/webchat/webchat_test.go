@@ -12,6 +12,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -20,15 +21,9 @@ const admin = "admin-token-0123456789"
 func newChat(t *testing.T) (*httptest.Server, *service.Local, *Chat) {
 	t.Helper()
 	ctx := context.Background()
-	l, err := service.Open(ctx, service.Options{DataDir: t.TempDir(), Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	l.Bootstrap(ctx)
-	if _, err := l.AddFolder(service.WithPrincipal(ctx, service.AdminPrincipal), store.Folder{Path: "acme"}); err != nil {
-		t.Fatal(err)
-	}
+	e := servicetest.New(t, servicetest.Options{})
+	e.AddFolder(t, "acme")
+	l := e.L
 	s := api.NewServer(l, map[string]string{admin: service.AdminPrincipal}).WithTokens(l)
 	c := New(l, l.PostMessage, 20*time.Millisecond)
 	c.Register(s)
