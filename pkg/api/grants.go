@@ -9,31 +9,12 @@ import (
 // grantRoutes serves grant rows, role membership and the audit of denials.
 func (s *Server) grantRoutes() {
 	s.handle("/v1/grants", true, map[string]HandlerFunc{
-		"GET": func(w http.ResponseWriter, r *http.Request) error {
-			out, err := s.svc.ListGrants(r.Context(), r.URL.Query().Get("principal"))
-			return list(w, out, err)
-		},
-		"POST": func(w http.ResponseWriter, r *http.Request) error {
-			var g acl.Grant
-			if err := Decode(w, r, &g); err != nil {
-				return err
-			}
-			out, err := s.svc.AddGrant(r.Context(), g)
-			return reply(w, http.StatusCreated, out, err)
-		},
+		"GET":  listedBy("principal", s.svc.ListGrants),
+		"POST": decoded(http.StatusCreated, s.svc.AddGrant),
 	})
-	s.handle("/v1/grants/{id}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
-		id, err := idParam(r)
-		if err != nil {
-			return err
-		}
-		return done(w, s.svc.RemoveGrant(r.Context(), id))
-	}})
+	s.handle("/v1/grants/{id}", true, map[string]HandlerFunc{"DELETE": removedByID(s.svc.RemoveGrant)})
 	s.handle("/v1/members", true, map[string]HandlerFunc{
-		"GET": func(w http.ResponseWriter, r *http.Request) error {
-			out, err := s.svc.ListMembers(r.Context())
-			return list(w, out, err)
-		},
+		"GET": listed(s.svc.ListMembers),
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var e acl.Edge
 			if err := Decode(w, r, &e); err != nil {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -29,6 +30,45 @@ func (s *Server) register() {
 	s.secretRoutes()
 	s.tokenRoutes()
 	s.pipelineRoutes()
+}
+
+// decoded serves a JSON body of type In: fn's answer goes out with status.
+func decoded[In, Out any](status int, fn func(context.Context, In) (Out, error)) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var in In
+		if err := Decode(w, r, &in); err != nil {
+			return err
+		}
+		out, err := fn(r.Context(), in)
+		return reply(w, status, out, err)
+	}
+}
+
+// listed serves GET of a whole list.
+func listed[T any](fn func(context.Context) ([]T, error)) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		out, err := fn(r.Context())
+		return list(w, out, err)
+	}
+}
+
+// listedBy serves GET of a list narrowed by the query parameter param.
+func listedBy[T any](param string, fn func(context.Context, string) ([]T, error)) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		out, err := fn(r.Context(), r.URL.Query().Get(param))
+		return list(w, out, err)
+	}
+}
+
+// removedByID serves DELETE of the row named by the {id} path value.
+func removedByID(fn func(context.Context, int64) error) HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := idParam(r)
+		if err != nil {
+			return err
+		}
+		return done(w, fn(r.Context(), id))
+	}
 }
 
 func reply(w http.ResponseWriter, status int, v any, err error) error {

@@ -42,12 +42,5 @@ func (s *Server) messageRoutes() {
 			return list(w, out, err)
 		},
 	})
-	s.handle("/v1/resolve", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
-		var in service.MessageIn
-		if err := Decode(w, r, &in); err != nil {
-			return err
-		}
-		out, err := s.svc.Resolve(r.Context(), in)
-		return reply(w, http.StatusOK, out, err)
-	}})
+	s.handle("/v1/resolve", true, map[string]HandlerFunc{"POST": decoded(http.StatusOK, s.svc.Resolve)})
 }

@@ -2,8 +2,6 @@ package api
 
 import (
 	"net/http"
-
-	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // networkRoutes serves each folder's egress rules.
@@ -13,14 +11,7 @@ func (s *Server) networkRoutes() {
 			out, err := s.svc.ListNetwork(r.Context(), r.URL.Query().Get("folder"))
 			return reply(w, http.StatusOK, out, err)
 		},
-		"POST": func(w http.ResponseWriter, r *http.Request) error {
-			var nr store.NetworkRule
-			if err := Decode(w, r, &nr); err != nil {
-				return err
-			}
-			out, err := s.svc.SetNetworkRule(r.Context(), nr)
-			return reply(w, http.StatusOK, out, err)
-		},
+		"POST": decoded(http.StatusOK, s.svc.SetNetworkRule),
 		"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 			q := r.URL.Query()
 			return done(w, s.svc.RemoveNetworkRule(r.Context(), q.Get("folder"), q.Get("host")))

@@ -12,10 +12,7 @@ import (
 // DELETE /v1/observations?observer=F&source=S.
 func (s *Server) observeRoutes() {
 	s.handle("/v1/observations", true, map[string]HandlerFunc{
-		"GET": func(w http.ResponseWriter, r *http.Request) error {
-			out, err := s.svc.ListObservations(r.Context(), r.URL.Query().Get("observer"))
-			return list(w, out, err)
-		},
+		"GET": listedBy("observer", s.svc.ListObservations),
 		"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 			q := r.URL.Query()
 			return done(w, s.svc.RemoveObservation(r.Context(), q.Get("observer"), q.Get("source")))

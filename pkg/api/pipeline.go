@@ -12,14 +12,7 @@ import (
 
 // pipelineRoutes serves the turn pipeline's records and settings.
 func (s *Server) pipelineRoutes() {
-	s.handle("/v1/adapters", true, map[string]HandlerFunc{"POST": func(w http.ResponseWriter, r *http.Request) error {
-		var in store.Adapter
-		if err := Decode(w, r, &in); err != nil {
-			return err
-		}
-		out, err := s.svc.SetAdapter(r.Context(), in)
-		return reply(w, http.StatusOK, out, err)
-	}})
+	s.handle("/v1/adapters", true, map[string]HandlerFunc{"POST": decoded(http.StatusOK, s.svc.SetAdapter)})
 	s.handle("/v1/adapters/{platform}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 		return done(w, s.svc.RemoveAdapter(r.Context(), r.PathValue("platform")))
 	}})

@@ -9,10 +9,7 @@ import (
 // secretRoutes serves the write-only secrets and their rotation.
 func (s *Server) secretRoutes() {
 	s.handle("/v1/secrets", true, map[string]HandlerFunc{
-		"GET": func(w http.ResponseWriter, r *http.Request) error {
-			out, err := s.svc.ListSecrets(r.Context(), r.URL.Query().Get("scope"))
-			return list(w, out, err)
-		},
+		"GET": listedBy("scope", s.svc.ListSecrets),
 		"POST": func(w http.ResponseWriter, r *http.Request) error {
 			var in service.SecretIn
 			if err := Decode(w, r, &in); err != nil {

@@ -13,18 +13,8 @@ import (
 // tokenRoutes serves the scoped tokens and the adapters' outbound queue.
 func (s *Server) tokenRoutes() {
 	s.handle("/v1/tokens", true, map[string]HandlerFunc{
-		"GET": func(w http.ResponseWriter, r *http.Request) error {
-			out, err := s.svc.ListTokens(r.Context())
-			return list(w, out, err)
-		},
-		"POST": func(w http.ResponseWriter, r *http.Request) error {
-			var in service.TokenIn
-			if err := Decode(w, r, &in); err != nil {
-				return err
-			}
-			out, err := s.svc.AddToken(r.Context(), in)
-			return reply(w, http.StatusCreated, out, err)
-		},
+		"GET":  listed(s.svc.ListTokens),
+		"POST": decoded(http.StatusCreated, s.svc.AddToken),
 	})
 	s.handle("/v1/tokens/{name}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
 		return done(w, s.svc.RemoveToken(r.Context(), r.PathValue("name")))
