@@ -274,7 +274,7 @@ as they arrive. End with Ctrl-D.`,
 			if err != nil {
 				return err
 			}
-			base, token, err := a.daemonEndpoint(cfg)
+			base, token, err := cfg.daemonEndpoint()
 			if errors.Is(err, errNoDaemon) {
 				return fmt.Errorf("%w: start it with `arizuko serve --data %s`, then chat", err, cfg.DataDir)
 			}

@@ -6,10 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/secrets"
 )
 
 // Config is arizuko.toml.
@@ -26,6 +28,9 @@ type Config struct {
 	Proxy config.Proxy `toml:"proxy"`
 
 	file string
+	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and
+	// --token/$ARIZUKO_TOKEN ("" for the token file).
+	remote, token string
 }
 
 // Server configures the HTTP API.
@@ -36,8 +41,14 @@ type Server struct {
 
 // Secrets configures the key ring.
 type Secrets struct {
-	KeyFile string `toml:"key_file"` // "" is <data>/secrets.key; $ARIZUKO_SECRETS_KEY wins
+	KeyFile string `toml:"key_file"` // "" is <data>/secrets.key; $ARIZUKO_SECRETS_KEY_FILE wins
+
+	key     string // $ARIZUKO_SECRETS_KEY, which wins over every file
+	fromEnv bool   // the key or its file came from the environment
 }
+
+// ring opens the key ring the secrets settings name.
+func (s Secrets) ring() (*secrets.Ring, error) { return secrets.Load(s.key, s.KeyFile) }
 
 // Routing configures the resolver.
 type Routing struct {
@@ -76,13 +87,41 @@ func defaultDataDir() string {
 	return filepath.Join(home, ".local", "share", "arizuko")
 }
 
-// loadConfig resolves the data dir and reads the config file: --config, then
-// $ARIZUKO_CONFIG, then <data>/arizuko.toml when it exists.
-func (a *app) loadConfig() (*Config, error) {
+// The environment arizuko reads, all in loadConfig; the secrets variables
+// are named in pkg/secrets, whose messages mention them.
+const (
+	envConfig          = "ARIZUKO_CONFIG"
+	envData            = "ARIZUKO_DATA"
+	envServer          = "ARIZUKO_SERVER"
+	envToken           = "ARIZUKO_TOKEN"
+	envObserveMessages = "ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES"
+	envObserveChars    = "ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS"
+)
+
+// renamedEnv are variables arizuko no longer reads, with their new names.
+// Setting one is an error rather than an alias: an un-prefixed name may be
+// meant for another program, and two names for one setting drift apart.
+var renamedEnv = map[string]string{
+	"OBSERVE_WINDOW_MESSAGES": envObserveMessages,
+	"OBSERVE_WINDOW_CHARS":    envObserveChars,
+}
+
+// loadConfig is the CLI's config: the root flags over the process environment.
+func (a *app) loadConfig() (*Config, error) { return loadConfig(a, os.Getenv) }
+
+// loadConfig resolves every setting once, flags over environment over file
+// over defaults. The file is --config, then $ARIZUKO_CONFIG, then
+// <data>/arizuko.toml when it exists.
+func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
+	for old, name := range renamedEnv {
+		if getenv(old) != "" {
+			return nil, fmt.Errorf("$%s is no longer read: rename it to $%s", old, name)
+		}
+	}
 	c := defaultConfig()
-	path := firstNonEmpty(a.config, os.Getenv("ARIZUKO_CONFIG"))
+	path := firstNonEmpty(flags.config, getenv(envConfig))
 	explicit := path != ""
-	data := firstNonEmpty(a.data, os.Getenv("ARIZUKO_DATA"))
+	data := firstNonEmpty(flags.data, getenv(envData))
 	if !explicit {
 		d := firstNonEmpty(data, defaultDataDir())
 		path = filepath.Join(d, "arizuko.toml")
@@ -102,6 +141,14 @@ func (a *app) loadConfig() (*Config, error) {
 	if err := c.proxyOptions(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := c.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Turns.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.remote = firstNonEmpty(flags.server, getenv(envServer))
+	c.token = firstNonEmpty(flags.token, getenv(envToken))
 	if c.Server.TokenFile == "" {
 		c.Server.TokenFile = filepath.Join(c.DataDir, "token")
 	}
@@ -109,6 +156,31 @@ func (a *app) loadConfig() (*Config, error) {
 		c.Secrets.KeyFile = filepath.Join(c.DataDir, "secrets.key")
 	}
 	return c, nil
+}
+
+// applyEnv sets what the environment overrides in the file's settings.
+func (c *Config) applyEnv(getenv func(string) string) error {
+	for _, v := range []struct {
+		name string
+		dst  *int
+	}{{envObserveMessages, &c.Turns.ObserveWindowMessages}, {envObserveChars, &c.Turns.ObserveWindowChars}} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("$%s %q: want a positive whole number", v.name, s)
+		}
+		*v.dst = n
+	}
+	if k := getenv(secrets.EnvKey); k != "" {
+		c.Secrets.key, c.Secrets.fromEnv = k, true
+	}
+	if f := getenv(secrets.EnvKeyFile); f != "" {
+		c.Secrets.KeyFile, c.Secrets.fromEnv = f, true
+	}
+	return nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -55,47 +55,76 @@ func readToken(path string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// bearer is the token for the daemon: --token/$ARIZUKO_TOKEN, else the
+// token file.
+func (c *Config) bearer() (string, error) {
+	if c.token != "" {
+		return c.token, nil
+	}
+	return readToken(c.Server.TokenFile)
+}
+
+// findDaemon is the URL of the daemon to use: --server/$ARIZUKO_SERVER, else
+// the one that holds the data dir's lock and advertises itself there. With
+// no daemon it returns "" and the lock, which the caller then owns.
+func (c *Config) findDaemon() (string, *os.File, error) {
+	if c.remote != "" {
+		return strings.TrimSuffix(c.remote, "/"), nil, nil
+	}
+	if _, err := os.Stat(c.DataDir); err != nil {
+		return "", nil, fmt.Errorf("data dir %s: %w (run `arizuko init` or pass --data/--server)", c.DataDir, err)
+	}
+	lock, err := lockData(c.DataDir)
+	if err == nil {
+		return "", lock, nil
+	}
+	if !errors.Is(err, errLocked) {
+		return "", nil, err
+	}
+	var info daemonInfo
+	b, rerr := os.ReadFile(filepath.Join(c.DataDir, daemonFile))
+	if rerr != nil || json.Unmarshal(b, &info) != nil || info.URL == "" {
+		return "", nil, fmt.Errorf("%s: %w and advertises no URL; pass --server", c.DataDir, err)
+	}
+	slog.Debug("using running daemon", "url", info.URL)
+	return strings.TrimSuffix(info.URL, "/"), nil, nil
+}
+
+// daemonEndpoint finds the running daemon and its token; errNoDaemon if none.
+func (c *Config) daemonEndpoint() (string, string, error) {
+	url, lock, err := c.findDaemon()
+	if err != nil {
+		return "", "", err
+	}
+	if lock != nil {
+		lock.Close()
+		return "", "", errNoDaemon
+	}
+	token, err := c.bearer()
+	return url, token, err
+}
+
 // connect returns the service the command should use, with the principal in
-// ctx, and a func releasing it. One code path per operation: both sides
-// implement service.Service.
+// ctx, and a func releasing it: the daemon's API when one runs, else the data
+// dir opened directly. One code path per operation: both sides implement
+// service.Service.
 func (a *app) connect(ctx context.Context) (service.Service, context.Context, func(), error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
 		return nil, ctx, nil, err
 	}
-	server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
-	token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
-	if server != "" {
-		if token == "" {
-			if token, err = readToken(cfg.Server.TokenFile); err != nil {
-				return nil, ctx, nil, err
-			}
-		}
-		return api.NewClient(server, token), ctx, func() {}, nil
-	}
-	if _, err := os.Stat(cfg.DataDir); err != nil {
-		return nil, ctx, nil, fmt.Errorf("data dir %s: %w (run `arizuko init` or pass --data/--server)", cfg.DataDir, err)
-	}
-	lock, err := lockData(cfg.DataDir)
-	if errors.Is(err, errLocked) {
-		// A daemon owns the data dir: go through its API.
-		var info daemonInfo
-		b, rerr := os.ReadFile(filepath.Join(cfg.DataDir, daemonFile))
-		if rerr != nil || json.Unmarshal(b, &info) != nil || info.URL == "" {
-			return nil, ctx, nil, fmt.Errorf("%s: %w and advertises no URL; pass --server", cfg.DataDir, err)
-		}
-		if token == "" {
-			if token, err = readToken(cfg.Server.TokenFile); err != nil {
-				return nil, ctx, nil, err
-			}
-		}
-		slog.Debug("using running daemon", "url", info.URL)
-		return api.NewClient(info.URL, token), ctx, func() {}, nil
-	}
+	url, lock, err := cfg.findDaemon()
 	if err != nil {
 		return nil, ctx, nil, err
 	}
-	ring, kerr := secrets.Load(cfg.Secrets.KeyFile)
+	if lock == nil {
+		token, err := cfg.bearer()
+		if err != nil {
+			return nil, ctx, nil, err
+		}
+		return api.NewClient(url, token), ctx, func() {}, nil
+	}
+	ring, kerr := cfg.Secrets.ring()
 	if kerr != nil && !errors.Is(kerr, secrets.ErrNoKey) {
 		lock.Close()
 		return nil, ctx, nil, kerr

@@ -57,7 +57,7 @@ func newInitCmd(a *app) *cobra.Command {
 			if made {
 				fmt.Fprintln(os.Stderr, "wrote API token to", cfg.Server.TokenFile)
 			}
-			if os.Getenv(secrets.EnvKey) == "" && os.Getenv(secrets.EnvKeyFile) == "" {
+			if !cfg.Secrets.fromEnv {
 				made, err := writeIfMissing(cfg.Secrets.KeyFile, secrets.GenerateKey)
 				if err != nil {
 					return err

@@ -43,7 +43,7 @@ one-line arizuko chat; without one, the message is stored for the next start.`,
 				if err != nil {
 					return err
 				}
-				base, token, err := a.daemonEndpoint(cfg)
+				base, token, err := cfg.daemonEndpoint()
 				if err == nil {
 					return sendAndWait(cmd.Context(), base, token, in, os.Stdout)
 				}

@@ -18,7 +18,6 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
@@ -30,7 +29,8 @@ func newServeCmd(a *app) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the arizuko daemon (HTTP API)",
 		Long: `Run the daemon on the data dir. It refuses to start without a secrets key
-($ARIZUKO_SECRETS_KEY, secrets.key_file, or <data>/secrets.key).`,
+($ARIZUKO_SECRETS_KEY, else the file $ARIZUKO_SECRETS_KEY_FILE,
+secrets.key_file or <data>/secrets.key names).`,
 		Args: cobra.NoArgs,
 		// Replaces the root's hook: serve's log level also comes from log.level,
 		// which RunE knows only once the config is read.
@@ -51,7 +51,7 @@ func newServeCmd(a *app) *cobra.Command {
 }
 
 func serve(ctx context.Context, cfg *Config, listen string) error {
-	ring, err := secrets.Load(cfg.Secrets.KeyFile)
+	ring, err := cfg.Secrets.ring()
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}

@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,36 +13,6 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
-
-// daemonEndpoint finds the running daemon: --server/$ARIZUKO_SERVER, else
-// the URL the daemon serving the data dir advertises; errNoDaemon if none.
-func (a *app) daemonEndpoint(cfg *Config) (string, string, error) {
-	server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
-	if server == "" {
-		lock, err := lockData(cfg.DataDir)
-		if err == nil {
-			lock.Close()
-			return "", "", errNoDaemon
-		}
-		if !errors.Is(err, errLocked) {
-			return "", "", err
-		}
-		var info daemonInfo
-		b, rerr := os.ReadFile(filepath.Join(cfg.DataDir, daemonFile))
-		if rerr != nil || json.Unmarshal(b, &info) != nil || info.URL == "" {
-			return "", "", fmt.Errorf("%s: %w and advertises no URL; pass --server", cfg.DataDir, err)
-		}
-		server = info.URL
-	}
-	token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
-	if token == "" {
-		var err error
-		if token, err = readToken(cfg.Server.TokenFile); err != nil {
-			return "", "", err
-		}
-	}
-	return strings.TrimSuffix(server, "/"), token, nil
-}
 
 // daemonCall does one JSON request against the daemon through the API client.
 func daemonCall(ctx context.Context, base, token, method, path string, body, out any) error {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -39,7 +38,7 @@ type TurnsConfig struct {
 	// MaxDelegationDepth bounds delegate/escalate chains (default 3).
 	MaxDelegationDepth int `toml:"max_delegation_depth"`
 	// ObserveWindowMessages and ObserveWindowChars cap the observed context;
-	// $OBSERVE_WINDOW_MESSAGES and $OBSERVE_WINDOW_CHARS win.
+	// $ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES and _CHARS win (see loadConfig).
 	ObserveWindowMessages int `toml:"observe_window_messages"`
 	ObserveWindowChars    int `toml:"observe_window_chars"`
 	// CredentialKeys are folder secrets every agent gets (its model credential).
@@ -70,13 +69,6 @@ func (tc TurnsConfig) validate() error {
 		return fmt.Errorf("turns.guest_home %q: want an absolute path like /home/node", tc.GuestHome)
 	}
 	return nil
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }
 
 // newTurnRunner builds the runner of every turn: one guest per attempt.
@@ -139,8 +131,8 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		Runner:          newTurnRunner(tc),
 		MaxGuests:       tc.MaxConcurrentGuests,
 		GuestHome:       tc.GuestHome,
-		ObserveMessages: envInt("OBSERVE_WINDOW_MESSAGES", tc.ObserveWindowMessages),
-		ObserveChars:    envInt("OBSERVE_WINDOW_CHARS", tc.ObserveWindowChars),
+		ObserveMessages: tc.ObserveWindowMessages,
+		ObserveChars:    tc.ObserveWindowChars,
 		CredentialKeys:  tc.CredentialKeys,
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,

@@ -1,5 +1,10 @@
 // Package config loads crackbox's TOML configuration: strict decoding, file
 // lookup, CRACKBOX_* environment overrides, flag overrides and validation.
+//
+// It serves both binaries. Config and Load are crackbox's schema and loader;
+// arizuko's loader (cmd/arizuko) decodes arizuko.toml with DecodeFile, uses
+// Duration, and embeds Proxy, checked by the same Validate and built by the
+// same RunOptions, so a [proxy] key means one thing in either file.
 package config
 
 import (

@@ -26,7 +26,8 @@ var (
 	ErrVersion = errors.New("unknown sealed format version")
 )
 
-// EnvKey and EnvKeyFile name the environment variables Load reads.
+// EnvKey and EnvKeyFile name the environment variables that carry Load's
+// arguments; messages name them so an operator knows where a key comes from.
 const (
 	EnvKey     = "ARIZUKO_SECRETS_KEY"
 	EnvKeyFile = "ARIZUKO_SECRETS_KEY_FILE"
@@ -113,19 +114,16 @@ func decodeKey(s string) ([]byte, error) {
 	return nil, fmt.Errorf("not base64 or hex (generate one with `arizuko secret keygen`): %w", ErrBadKey)
 }
 
-// Load builds the ring from $ARIZUKO_SECRETS_KEY, else from keyFile (or
-// $ARIZUKO_SECRETS_KEY_FILE when keyFile is ""). It returns ErrNoKey when
-// neither is set.
-func Load(keyFile string) (*Ring, error) {
-	if v := os.Getenv(EnvKey); v != "" {
-		keys, err := ParseKeys(v)
+// Load builds the ring from key, the value of $ARIZUKO_SECRETS_KEY, when it
+// is set, else from keyFile. It returns ErrNoKey when neither is set. The
+// caller's config loader reads the environment; Load reads none.
+func Load(key, keyFile string) (*Ring, error) {
+	if key != "" {
+		keys, err := ParseKeys(key)
 		if err != nil {
 			return nil, fmt.Errorf("$%s: %w", EnvKey, err)
 		}
 		return NewRing(keys...)
-	}
-	if keyFile == "" {
-		keyFile = os.Getenv(EnvKeyFile)
 	}
 	if keyFile == "" {
 		return nil, fmt.Errorf("set $%s or a key file (secrets.key_file / $%s): %w", EnvKey, EnvKeyFile, ErrNoKey)

@@ -92,13 +92,10 @@ func TestSealOpen(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
-	t.Setenv(EnvKey, "")
-	t.Setenv(EnvKeyFile, "")
-	if _, err := Load(""); !errors.Is(err, ErrNoKey) {
+	if _, err := Load("", ""); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("no key: %v", err)
 	}
-	t.Setenv(EnvKey, "tooshort")
-	if _, err := Load(""); !errors.Is(err, ErrBadKey) {
+	if _, err := Load("tooshort", ""); !errors.Is(err, ErrBadKey) {
 		t.Fatalf("bad key: %v", err)
 	}
 	k := GenerateKey()
@@ -106,14 +103,17 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(p, []byte("# primary\n"+k+"\n"+GenerateKey()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvKey, "")
-	r, err := Load(p)
+	r, err := Load("", p)
 	if err != nil || len(r.keys) != 2 {
 		t.Fatalf("file: %v", err)
 	}
+	// A key given by value wins over the file, and the environment plays no part.
+	t.Setenv(EnvKey, "tooshort")
 	hexKey := "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-	t.Setenv(EnvKey, hexKey+","+k)
-	if r, err := Load(""); err != nil || len(r.keys) != 2 {
-		t.Fatalf("env: %v", err)
+	if r, err := Load(hexKey, p); err != nil || len(r.keys) != 1 {
+		t.Fatalf("value: %v", err)
+	}
+	if _, err := Load("", filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("missing file: %v", err)
 	}
 }
