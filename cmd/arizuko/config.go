@@ -73,11 +73,11 @@ func defaultConfig() *Config {
 }
 
 // defaultDataDir follows the XDG spec, or /var/lib/arizuko for root.
-func defaultDataDir() string {
+func defaultDataDir(getenv func(string) string) string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/arizuko"
 	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
 		return filepath.Join(x, "arizuko")
 	}
 	home, err := os.UserHomeDir()
@@ -123,7 +123,7 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 	explicit := path != ""
 	data := firstNonEmpty(flags.data, getenv(envData))
 	if !explicit {
-		d := firstNonEmpty(data, defaultDataDir())
+		d := firstNonEmpty(data, defaultDataDir(getenv))
 		path = filepath.Join(d, "arizuko.toml")
 	}
 	err := config.DecodeFile(path, c)
@@ -134,7 +134,7 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 	default:
 		return nil, err
 	}
-	c.DataDir = firstNonEmpty(data, c.DataDir, defaultDataDir())
+	c.DataDir = firstNonEmpty(data, c.DataDir, defaultDataDir(getenv))
 	if c.Routing.EngagementTTL.Duration < 0 || c.Routing.EngagementTTL.Duration > 30*24*time.Hour {
 		return nil, fmt.Errorf("%s: routing.engagement_ttl %s: want 0 to 720h", path, c.Routing.EngagementTTL.Duration)
 	}
