@@ -49,6 +49,23 @@ func parseID(s string) (int64, error) {
 	return id, nil
 }
 
+// listing runs fn and prints the rows it lists: JSON with --json, else a
+// table of header and one row line per item.
+func listing[T any](a *app, header string, fn func(context.Context, service.Service, []string) ([]T, error), row func(T) string) func(*cobra.Command, []string) error {
+	return a.run(func(ctx context.Context, s service.Service, args []string) error {
+		out, err := fn(ctx, s, args)
+		if err != nil || a.json {
+			return jsonOr(out, err)
+		}
+		table(header, func(w *tabwriter.Writer) {
+			for _, v := range out {
+				fmt.Fprintln(w, row(v))
+			}
+		})
+		return nil
+	})
+}
+
 // printJSON writes v as indented JSON.
 func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -43,18 +42,13 @@ func newFolderCmd(a *app) *cobra.Command {
 
 	ls := &cobra.Command{
 		Use: "ls", Short: "List folders", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListFolders(ctx)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("PATH\tNAME\tAGENT\tMEMORY\tCPUS", func(w *tabwriter.Writer) {
-				for _, f := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\n", f.Path, f.DisplayName, strings.Join(f.AgentCommand, " "), f.GuestMemoryMiB, f.GuestCPUs)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "PATH\tNAME\tAGENT\tMEMORY\tCPUS",
+			func(ctx context.Context, s service.Service, _ []string) ([]store.Folder, error) {
+				return s.ListFolders(ctx)
+			},
+			func(f store.Folder) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%d", f.Path, f.DisplayName, strings.Join(f.AgentCommand, " "), f.GuestMemoryMiB, f.GuestCPUs)
+			}),
 	}
 	rm := &cobra.Command{
 		Use: "rm PATH", Short: "Remove a folder without children (its directory stays on disk)", Args: cobra.ExactArgs(1),

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // newGrantCmd is `arizuko grant`.
@@ -18,18 +18,13 @@ func newGrantCmd(a *app) *cobra.Command {
 	var principal string
 	ls := &cobra.Command{
 		Use: "ls", Short: "List grant rows", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListGrants(ctx, principal)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("ID\tPRINCIPAL\tEFFECT\tACTION\tSCOPE\tOPTION\tBY\tPARAMS", func(w *tabwriter.Writer) {
-				for _, g := range out {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", g.ID, g.Principal, g.Effect, g.Action, g.Scope, g.GrantOption, g.GrantedBy, g.Params)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "ID\tPRINCIPAL\tEFFECT\tACTION\tSCOPE\tOPTION\tBY\tPARAMS",
+			func(ctx context.Context, s service.Service, _ []string) ([]acl.Grant, error) {
+				return s.ListGrants(ctx, principal)
+			},
+			func(g acl.Grant) string {
+				return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%v\t%s\t%s", g.ID, g.Principal, g.Effect, g.Action, g.Scope, g.GrantOption, g.GrantedBy, g.Params)
+			}),
 	}
 	ls.Flags().StringVar(&principal, "principal", "", "only this principal's rows")
 	rm := &cobra.Command{
@@ -56,18 +51,13 @@ func newGrantCmd(a *app) *cobra.Command {
 	}
 	members := &cobra.Command{
 		Use: "members", Short: "List membership edges", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListMembers(ctx)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("MEMBER\tROLE", func(w *tabwriter.Writer) {
-				for _, e := range out {
-					fmt.Fprintf(w, "%s\t%s\n", e.Member, e.Role)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "MEMBER\tROLE",
+			func(ctx context.Context, s service.Service, _ []string) ([]acl.Edge, error) {
+				return s.ListMembers(ctx)
+			},
+			func(e acl.Edge) string {
+				return fmt.Sprintf("%s\t%s", e.Member, e.Role)
+			}),
 	}
 	return group("grant", "Manage grants and role membership", newGrantAddCmd(a), ls, rm, member, unmember, members)
 
@@ -78,18 +68,13 @@ func newAuditCmd(a *app) *cobra.Command {
 	var limit int
 	audit := &cobra.Command{
 		Use: "audit", Short: "Show recent denied decisions", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListAudit(ctx, limit)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("TIME\tDECISION\tPRINCIPAL\tACTION\tSCOPE\tREASON", func(w *tabwriter.Writer) {
-				for _, a := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", time.UnixMilli(a.At).UTC().Format(time.RFC3339), a.Decision, a.Principal, a.Action, a.Scope, a.Reason)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "TIME\tDECISION\tPRINCIPAL\tACTION\tSCOPE\tREASON",
+			func(ctx context.Context, s service.Service, _ []string) ([]store.AuditEntry, error) {
+				return s.ListAudit(ctx, limit)
+			},
+			func(e store.AuditEntry) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", time.UnixMilli(e.At).UTC().Format(time.RFC3339), e.Decision, e.Principal, e.Action, e.Scope, e.Reason)
+			}),
 	}
 	audit.Flags().IntVar(&limit, "limit", 50, "entries to show")
 	return audit

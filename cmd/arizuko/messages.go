@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
 )
 
 func messageFlags(c *cobra.Command, in *service.MessageIn) {
@@ -111,18 +111,13 @@ func newMessagesCmd(a *app) *cobra.Command {
 	var limit int
 	ls := &cobra.Command{
 		Use: "messages CHAT", Short: "List a chat's stored messages", Args: cobra.ExactArgs(1),
-		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
-			out, err := s.ListMessages(ctx, args[0], after, limit)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("ID\tTIME\tDIR\tSENDER\tFOLDER\tTEXT", func(w *tabwriter.Writer) {
-				for _, m := range out {
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%q\n", m.ID, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), m.Direction, m.Sender, m.Folder, m.Text)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "ID\tTIME\tDIR\tSENDER\tFOLDER\tTEXT",
+			func(ctx context.Context, s service.Service, args []string) ([]store.Message, error) {
+				return s.ListMessages(ctx, args[0], after, limit)
+			},
+			func(m store.Message) string {
+				return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%q", m.ID, time.UnixMilli(m.CreatedAt).UTC().Format(time.RFC3339), m.Direction, m.Sender, m.Folder, m.Text)
+			}),
 	}
 	ls.Flags().Int64Var(&after, "after", 0, "only ids above this")
 	ls.Flags().IntVar(&limit, "limit", 100, "at most this many")

@@ -3,34 +3,29 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // newObserveCmd is `arizuko observe`.
 func newObserveCmd(a *app) *cobra.Command {
 	ls := &cobra.Command{
 		Use: "ls [OBSERVER]", Short: "List which folders observe which (an observation is used only while its grant holds)", Args: cobra.MaximumNArgs(1),
-		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
-			observer := ""
-			if len(args) == 1 {
-				observer = args[0]
-			}
-			out, err := s.ListObservations(ctx, observer)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("OBSERVER\tSOURCE\tSINCE", func(w *tabwriter.Writer) {
-				for _, o := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\n", o.Observer, o.Source, time.UnixMilli(o.CreatedAt).Format(time.DateTime))
+		RunE: listing(a, "OBSERVER\tSOURCE\tSINCE",
+			func(ctx context.Context, s service.Service, args []string) ([]store.Observation, error) {
+				observer := ""
+				if len(args) == 1 {
+					observer = args[0]
 				}
-			})
-			return nil
-		}),
+				return s.ListObservations(ctx, observer)
+			},
+			func(o store.Observation) string {
+				return fmt.Sprintf("%s\t%s\t%s", o.Observer, o.Source, time.UnixMilli(o.CreatedAt).Format(time.DateTime))
+			}),
 	}
 	rm := &cobra.Command{
 		Use: "rm OBSERVER SOURCE", Short: "End OBSERVER's observation of SOURCE", Args: cobra.ExactArgs(2),

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -33,18 +32,13 @@ func newRouteCmd(a *app) *cobra.Command {
 	radd.MarkFlagRequired("target")
 	rls := &cobra.Command{
 		Use: "ls", Short: "List routes in resolution order", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListRoutes(ctx)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("ID\tSEQ\tMATCH\tTARGET", func(w *tabwriter.Writer) {
-				for _, r := range out {
-					fmt.Fprintf(w, "%d\t%d\t%s\t%s\n", r.ID, r.Seq, r.Match, r.Target)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "ID\tSEQ\tMATCH\tTARGET",
+			func(ctx context.Context, s service.Service, _ []string) ([]router.Route, error) {
+				return s.ListRoutes(ctx)
+			},
+			func(r router.Route) string {
+				return fmt.Sprintf("%d\t%d\t%s\t%s", r.ID, r.Seq, r.Match, r.Target)
+			}),
 	}
 	rrm := &cobra.Command{
 		Use: "rm ID", Short: "Remove a route", Args: cobra.ExactArgs(1),

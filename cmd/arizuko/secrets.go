@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // scopeArg accepts "folder:<path>", "user:<id>" or a bare folder path.
@@ -35,22 +35,17 @@ func newSecretCmd(a *app) *cobra.Command {
 	}
 	ls := &cobra.Command{
 		Use: "ls [SCOPE]", Short: "List secret names (never values)", Args: cobra.MaximumNArgs(1),
-		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
-			scope := ""
-			if len(args) == 1 {
-				scope = scopeArg(args[0])
-			}
-			out, err := s.ListSecrets(ctx, scope)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("SCOPE\tNAME\tUPDATED", func(w *tabwriter.Writer) {
-				for _, n := range out {
-					fmt.Fprintf(w, "%s:%s\t%s\t%s\n", n.ScopeKind, n.ScopeID, n.Name, time.UnixMilli(n.UpdatedAt).UTC().Format(time.RFC3339))
+		RunE: listing(a, "SCOPE\tNAME\tUPDATED",
+			func(ctx context.Context, s service.Service, args []string) ([]store.SecretName, error) {
+				scope := ""
+				if len(args) == 1 {
+					scope = scopeArg(args[0])
 				}
-			})
-			return nil
-		}),
+				return s.ListSecrets(ctx, scope)
+			},
+			func(n store.SecretName) string {
+				return fmt.Sprintf("%s:%s\t%s\t%s", n.ScopeKind, n.ScopeID, n.Name, time.UnixMilli(n.UpdatedAt).UTC().Format(time.RFC3339))
+			}),
 	}
 	rotate := &cobra.Command{
 		Use:   "rotate",

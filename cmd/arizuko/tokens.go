@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // newTokenCmd is `arizuko token`.
@@ -41,18 +41,13 @@ with "arizuko token rm NAME".`,
 	add.Flags().StringVar(&platform, "platform", "", "the adapter token's platform (e.g. slack)")
 	ls := &cobra.Command{
 		Use: "ls", Short: "List API tokens (names and kinds; never the tokens)", Args: cobra.NoArgs,
-		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
-			out, err := s.ListTokens(ctx)
-			if err != nil || a.json {
-				return jsonOr(out, err)
-			}
-			table("NAME\tKIND\tPLATFORM\tCREATED\tBY", func(w *tabwriter.Writer) {
-				for _, t := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.Name, t.Kind, t.Platform, time.UnixMilli(t.CreatedAt).UTC().Format(time.RFC3339), t.CreatedBy)
-				}
-			})
-			return nil
-		}),
+		RunE: listing(a, "NAME\tKIND\tPLATFORM\tCREATED\tBY",
+			func(ctx context.Context, s service.Service, _ []string) ([]store.Token, error) {
+				return s.ListTokens(ctx)
+			},
+			func(t store.Token) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.Name, t.Kind, t.Platform, time.UnixMilli(t.CreatedAt).UTC().Format(time.RFC3339), t.CreatedBy)
+			}),
 	}
 	rm := &cobra.Command{
 		Use: "rm NAME", Short: "Revoke an API token at once", Args: cobra.ExactArgs(1),
