@@ -148,29 +148,9 @@ func (c *chatSession) run(ctx context.Context) error {
 				}
 				continue
 			}
-			if strings.TrimSpace(l) == "" {
-				continue
-			}
-			var ing service.Ingest
-			in := c.msg
-			in.ChatJID, in.Text, in.Sender, in.Platform, in.Adapter = c.chat, l, c.sender, chatPlatform, c.platform
-			if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
-				fmt.Fprintf(c.status, "not sent: %v\n", err)
-				c.undeliv++
-				continue
-			}
-			if !ing.Route.Routed() {
-				fmt.Fprintf(c.status, "not delivered: %s (`arizuko folder ls` shows the folders)\n", ing.Route.Reason)
-				c.undeliv++
-				continue
-			}
-			if !ing.Route.Observe {
+			if strings.TrimSpace(l) != "" && c.post(ctx, l) {
 				pendingSince = time.Now()
-				c.lastSent = max(c.lastSent, ing.Message.ID)
 			}
-			c.mu.Lock()
-			c.announced = false
-			c.mu.Unlock()
 		case <-tick.C:
 			busy := c.busy(ctx)
 			c.setTyping(busy)
@@ -188,6 +168,32 @@ func (c *chatSession) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// post sends one typed line and reports whether a turn will answer it; a
+// line that was not sent or reached no folder is told on status and counted.
+func (c *chatSession) post(ctx context.Context, line string) bool {
+	var ing service.Ingest
+	in := c.msg
+	in.ChatJID, in.Text, in.Sender, in.Platform, in.Adapter = c.chat, line, c.sender, chatPlatform, c.platform
+	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
+		fmt.Fprintf(c.status, "not sent: %v\n", err)
+		c.undeliv++
+		return false
+	}
+	if !ing.Route.Routed() {
+		fmt.Fprintf(c.status, "not delivered: %s (`arizuko folder ls` shows the folders)\n", ing.Route.Reason)
+		c.undeliv++
+		return false
+	}
+	c.mu.Lock()
+	c.announced = false
+	c.mu.Unlock()
+	if ing.Route.Observe {
+		return false
+	}
+	c.lastSent = max(c.lastSent, ing.Message.ID)
+	return true
 }
 
 // busy reports whether what was sent is still unanswered: no turn has
