@@ -114,8 +114,15 @@ func openSecrets(ring *secrets.Ring, ip netip.Addr, id string, blob []byte) (*in
 	if err := json.Unmarshal(plain, &sv); err != nil {
 		return nil, fmt.Errorf("sealed secrets: %w", err)
 	}
-	return inject.Restore(sv)
+	set, err := inject.Restore(sv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSecretsStale, err)
+	}
+	return set, nil
 }
+
+// errSecretsStale: sealed secrets opened but cannot serve again (their CA expired).
+var errSecretsStale = errors.New("saved secrets can no longer be used")
 
 // clientCA serves the PEM certificate of the CA a client's guest must trust
 // for its intercepted hosts. {client} is the client's IP or ID.

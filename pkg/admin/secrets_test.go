@@ -3,13 +3,19 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
@@ -299,6 +306,41 @@ func TestStateKeyRefusals(t *testing.T) {
 			t.Fatalf("a sealed blob under another client's ID opened: %v", err)
 		}
 	})
+}
+
+// A client whose sealed secrets open but whose CA has expired is left out;
+// the rest of the file loads.
+func TestStateExpiredCASkipsClient(t *testing.T) {
+	_, ring := newKey(t)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "old run CA"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	plain, _ := json.Marshal(inject.Saved{CACert: der, CAKey: keyDER, Secrets: []inject.SavedSecret{{
+		Name: "API_KEY", Hosts: []string{"api.test"}, Value: apiValue,
+		Placeholder: "crackbox-secret-0123456789abcdef0123456789abcdef"}}})
+	sealed, err := ring.Seal(secretAAD("10.0.0.2", "old"), plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := json.Marshal(stateFile{Version: 1, Clients: []savedClient{
+		{IP: "10.0.0.2", ID: "old", Allowlist: []string{"api.test"}, SecretNames: []string{"API_KEY"}, Sealed: sealed},
+		{IP: "10.0.0.3", ID: "plain", Allowlist: []string{"a.test"}},
+	}})
+	path := filepath.Join(t.TempDir(), "state.json")
+	os.WriteFile(path, st, 0o600)
+	ts := start(t, Options{StateFile: path, StateKey: ring})
+	if cs := ts.reg.List(); len(cs) != 1 || cs[0].ID != "plain" {
+		t.Fatalf("registry %+v, want only the plain client", cs)
+	}
+	if !strings.Contains(ts.logs.String(), "saved client skipped") || !strings.Contains(ts.logs.String(), "expired") {
+		t.Errorf("no warning naming the skipped client:\n%s", ts.logs)
+	}
+	noValueIn(t, "the log", []byte(ts.logs.String()))
 }
 
 func TestRegisterBadSecret(t *testing.T) {

@@ -82,13 +82,16 @@ func (s *Server) loadState() error {
 		s.log.Warn("state file unreadable, starting empty", "file", path, "err", err)
 		return nil
 	}
-	clients, err := parseState(data, s.opts.StateKey)
+	clients, stale, err := parseState(data, s.opts.StateKey)
 	if errors.Is(err, ErrNoStateKey) || errors.Is(err, ErrStateKey) {
 		return fmt.Errorf("state file %s: %w: start with the key it was sealed with (%s or proxy.state_key_file), or remove the file to start without its clients", path, err, EnvStateKey)
 	}
 	if err != nil {
 		s.log.Warn("state file corrupt, starting empty", "file", path, "err", err)
 		return nil
+	}
+	for _, err := range stale {
+		s.log.Warn("saved client skipped: it must register again", "file", path, "err", err)
 	}
 	for _, c := range clients {
 		err := s.opts.Registry.Register(c)
@@ -107,34 +110,41 @@ func (s *Server) loadState() error {
 }
 
 // parseState validates the whole file before anything is registered, so a
-// file that is half bad does not yield half a registry.
-func parseState(data []byte, key *secrets.Ring) ([]proxy.Client, error) {
+// file that is half bad does not yield half a registry. A client whose
+// secrets open but are of no more use (their CA expired) is left out and
+// named in stale.
+func parseState(data []byte, key *secrets.Ring) (_ []proxy.Client, stale []error, _ error) {
 	var st stateFile
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Version != 1 {
-		return nil, fmt.Errorf("unsupported state version %d", st.Version)
+		return nil, nil, fmt.Errorf("unsupported state version %d", st.Version)
 	}
 	out := make([]proxy.Client, 0, len(st.Clients))
 	for i, c := range st.Clients {
 		ip, err := netip.ParseAddr(c.IP)
 		if err != nil {
-			return nil, fmt.Errorf("client %d: %w", i, err)
+			return nil, nil, fmt.Errorf("client %d: %w", i, err)
 		}
 		l, err := allow.Parse(c.Allowlist)
 		if err != nil {
-			return nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
+			return nil, nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
 		}
 		cl := proxy.Client{ID: c.ID, IP: ip.Unmap(), Allow: l}
 		if len(c.Sealed) > 0 {
-			if cl.Secrets, err = openSecrets(key, cl.IP, c.ID, c.Sealed); err != nil {
-				return nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
+			cl.Secrets, err = openSecrets(key, cl.IP, c.ID, c.Sealed)
+			if errors.Is(err, errSecretsStale) {
+				stale = append(stale, fmt.Errorf("client %q (%s): %w", c.ID, c.IP, err))
+				continue
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
 			}
 		}
 		out = append(out, cl)
 	}
-	return out, nil
+	return out, stale, nil
 }
 
 // writeAtomic replaces path with data so a crash leaves the old or the new
