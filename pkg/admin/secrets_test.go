@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/secrets"
@@ -71,15 +72,15 @@ func (u *echoUpstream) requests() string {
 type daemon struct {
 	proxyAddr string
 	admin     *testServer
-	decisions *syncBuffer
-	logs      *syncBuffer
+	decisions *nettest.Buffer
+	logs      *nettest.Buffer
 }
 
 func startDaemon(t *testing.T, u *echoUpstream, opts Options) *daemon {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AddCert(u.srv.Certificate())
-	d := &daemon{decisions: &syncBuffer{}, logs: &syncBuffer{}}
+	d := &daemon{decisions: &nettest.Buffer{}, logs: &nettest.Buffer{}}
 	reg := proxy.NewRegistry()
 	px, err := proxy.New(proxy.Options{
 		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/inject"
@@ -206,27 +207,10 @@ type guestRun struct {
 	name, value string
 	set         *inject.Set
 	wd          string
-	stdout      syncBuf
-	stderr      syncBuf
+	stdout      nettest.Buffer
+	stderr      nettest.Buffer
 	res         jail.Result
 	err         error
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // secretGuestPy runs in the guest: the bound request (behind the barrier),
@@ -305,7 +289,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 	}
 	apiCert, ownCert := makeCert(t, "api test CA", "api.test"), makeCert(t, "the guest's own CA", "api.test")
 	o := startOrigins(t, apiCert, ownCert)
-	logs := &syncBuf{}
+	logs := &nettest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
 	dlog, err := os.Create(decisions)
@@ -414,7 +398,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 
 // waitReady waits for guest A to have run its requests and hands back its
 // live handle; nil when it ended first.
-func waitReady(t *testing.T, ctx context.Context, out *syncBuf, live chan *jail.Live) *jail.Live {
+func waitReady(t *testing.T, ctx context.Context, out *nettest.Buffer, live chan *jail.Live) *jail.Live {
 	t.Helper()
 	for !strings.Contains(out.String(), "READY") {
 		select {
