@@ -136,8 +136,13 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 		}
 	}
 	if adm != nil || met != nil {
+		key, err := admin.LoadStateKey(cfg.Proxy.StateKeyFile)
+		if err != nil {
+			closeAll()
+			return err
+		}
 		d.adm, err = admin.New(admin.Options{
-			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile,
+			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile, StateKey: key,
 			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
 		})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/secrets"
 )
 
 // ErrInsecureListen is returned by CheckListen for a non-loopback admin
@@ -32,6 +33,7 @@ type Options struct {
 	Registry  *proxy.Registry     // required
 	Secret    string              // bearer token; empty disables auth (loopback only)
 	StateFile string              // registry persistence; empty is off
+	StateKey  *secrets.Ring       // seals client secrets in the state file; nil saves none
 	Gatherer  prometheus.Gatherer // served on /metrics; nil serves an empty registry
 	Healthy   func() error        // nil error means the proxy listener is up; nil func is always up
 	Active    func() int          // open tunnels, shown in /v1/state; optional
@@ -63,7 +65,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, secret: sha256.Sum256([]byte(opts.Secret))}
 	if opts.StateFile != "" {
-		s.loadState()
+		if err := s.loadState(); err != nil {
+			return nil, err
+		}
 	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
@@ -80,6 +84,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/register", s.auth(http.HandlerFunc(s.register)))
 	mux.Handle("POST /v1/unregister", s.auth(http.HandlerFunc(s.unregister)))
 	mux.Handle("PATCH /v1/clients/{ip}", s.auth(http.HandlerFunc(s.patch)))
+	mux.Handle("GET /v1/clients/{client}/ca", s.auth(http.HandlerFunc(s.clientCA)))
 	mux.Handle("GET /v1/state", s.auth(http.HandlerFunc(s.state)))
 	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
 	mux.Handle("/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

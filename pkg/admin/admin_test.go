@@ -296,7 +296,7 @@ func TestCorruptStateStartsEmpty(t *testing.T) {
 			if code := ts.do(t, "POST", "/v1/register", "", `{"ip":"10.0.0.4","id":"new"}`, nil); code != 201 {
 				t.Fatalf("register after corrupt state: %d", code)
 			}
-			if _, err := parseState(mustRead(t, path)); err != nil {
+			if _, _, err := parseState(mustRead(t, path), nil); err != nil {
 				t.Errorf("state file still bad after a change: %v", err)
 			}
 		})

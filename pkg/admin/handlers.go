@@ -10,6 +10,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/buildinfo"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -21,6 +22,9 @@ type ClientJSON struct {
 	IP        string   `json:"ip"`
 	ID        string   `json:"id"`
 	Allowlist []string `json:"allowlist"`
+	// Secrets are the client's injected secrets: names, hosts and the
+	// placeholders its guest uses, never the values.
+	Secrets []inject.SecretInfo `json:"secrets,omitempty"`
 }
 
 // StateJSON is the body of GET /v1/state.
@@ -30,9 +34,10 @@ type StateJSON struct {
 }
 
 type registerRequest struct {
-	IP        string   `json:"ip"`
-	ID        string   `json:"id"`
-	Allowlist []string `json:"allowlist"`
+	IP        string          `json:"ip"`
+	ID        string          `json:"id"`
+	Allowlist []string        `json:"allowlist"`
+	Secrets   []secretRequest `json:"secrets"`
 }
 
 type unregisterRequest struct {
@@ -51,7 +56,7 @@ type ErrorJSON struct {
 }
 
 func clientJSON(c proxy.Client) ClientJSON {
-	return ClientJSON{IP: c.IP.String(), ID: c.ID, Allowlist: c.Allow.Entries()}
+	return ClientJSON{IP: c.IP.String(), ID: c.ID, Allowlist: c.Allow.Entries(), Secrets: c.Secrets.Info()}
 }
 
 // health reports whether the proxy serves, and which build is running.
@@ -82,7 +87,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_allowlist", err.Error())
 		return
 	}
-	c := proxy.Client{ID: req.ID, IP: ip, Allow: list}
+	set, err := secretSet(req.Secrets)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_secret", err.Error())
+		return
+	}
+	c := proxy.Client{ID: req.ID, IP: ip, Allow: list, Secrets: set}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.opts.Registry.Register(c); err != nil {
@@ -93,7 +103,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_client", err.Error())
 		return
 	}
-	s.log.Info("client registered", "ip", ip, "id", req.ID, "allow", list.Entries())
+	s.log.Info("client registered", "ip", ip, "id", req.ID, "allow", list.Entries(), "secrets", set.Names())
+	if !set.Empty() && s.opts.StateFile != "" && s.opts.StateKey == nil {
+		s.log.Warn("client secrets not saved: it must register again after a restart",
+			"ip", ip, "id", req.ID, "fix", "set "+EnvStateKey+" or proxy.state_key_file")
+	}
 	if !s.persist(w) {
 		return
 	}

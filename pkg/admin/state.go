@@ -11,12 +11,23 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/secrets"
 )
 
 // stateFile is the on-disk shape of the registry.
 type stateFile struct {
-	Version int          `json:"version"`
-	Clients []ClientJSON `json:"clients"`
+	Version int           `json:"version"`
+	Clients []savedClient `json:"clients"`
+}
+
+// savedClient is a client in the state file. Its secrets, placeholders and
+// CA are one sealed blob; only their names are in clear.
+type savedClient struct {
+	IP          string   `json:"ip"`
+	ID          string   `json:"id"`
+	Allowlist   []string `json:"allowlist"`
+	SecretNames []string `json:"secret_names,omitempty"`
+	Sealed      []byte   `json:"sealed_secrets,omitempty"`
 }
 
 // Apply runs fn on the registry and then saves the state file, as one step
@@ -35,9 +46,21 @@ func (s *Server) saveLocked() error {
 	if s.opts.StateFile == "" {
 		return nil
 	}
-	st := stateFile{Version: 1, Clients: []ClientJSON{}}
+	st := stateFile{Version: 1, Clients: []savedClient{}}
 	for _, c := range s.opts.Registry.List() {
-		st.Clients = append(st.Clients, clientJSON(c))
+		sealed, err := s.sealSecrets(c)
+		if errors.Is(err, ErrNoStateKey) {
+			// Saved without its secrets it would come back as a client whose
+			// bound hosts are plain tunnels; it registers again instead.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("seal secrets of client %q: %w", c.ID, err)
+		}
+		st.Clients = append(st.Clients, savedClient{
+			IP: c.IP.String(), ID: c.ID, Allowlist: c.Allow.Entries(),
+			SecretNames: c.Secrets.Names(), Sealed: sealed,
+		})
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
@@ -47,21 +70,28 @@ func (s *Server) saveLocked() error {
 }
 
 // loadState registers the saved clients. A corrupt file is not fatal: the
-// daemon starts empty and says which file it ignored.
-func (s *Server) loadState() {
+// daemon starts empty and says which file it ignored. Sealed secrets that
+// do not open are fatal: starting without them would overwrite them.
+func (s *Server) loadState() error {
 	path := s.opts.StateFile
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return
+		return nil
 	}
 	if err != nil {
 		s.log.Warn("state file unreadable, starting empty", "file", path, "err", err)
-		return
+		return nil
 	}
-	clients, err := parseState(data)
+	clients, stale, err := parseState(data, s.opts.StateKey)
+	if errors.Is(err, ErrNoStateKey) || errors.Is(err, ErrStateKey) {
+		return fmt.Errorf("state file %s: %w: start with the key it was sealed with (%s or proxy.state_key_file), or remove the file to start without its clients", path, err, EnvStateKey)
+	}
 	if err != nil {
 		s.log.Warn("state file corrupt, starting empty", "file", path, "err", err)
-		return
+		return nil
+	}
+	for _, err := range stale {
+		s.log.Warn("saved client skipped: it must register again", "file", path, "err", err)
 	}
 	for _, c := range clients {
 		err := s.opts.Registry.Register(c)
@@ -76,31 +106,45 @@ func (s *Server) loadState() {
 		s.log.Warn("saved client skipped", "file", path, "ip", c.IP, "id", c.ID, "err", err)
 	}
 	s.log.Info("state loaded", "file", path, "clients", len(clients))
+	return nil
 }
 
 // parseState validates the whole file before anything is registered, so a
-// file that is half bad does not yield half a registry.
-func parseState(data []byte) ([]proxy.Client, error) {
+// file that is half bad does not yield half a registry. A client whose
+// secrets open but are of no more use (their CA expired) is left out and
+// named in stale.
+func parseState(data []byte, key *secrets.Ring) (_ []proxy.Client, stale []error, _ error) {
 	var st stateFile
 	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st.Version != 1 {
-		return nil, fmt.Errorf("unsupported state version %d", st.Version)
+		return nil, nil, fmt.Errorf("unsupported state version %d", st.Version)
 	}
 	out := make([]proxy.Client, 0, len(st.Clients))
 	for i, c := range st.Clients {
 		ip, err := netip.ParseAddr(c.IP)
 		if err != nil {
-			return nil, fmt.Errorf("client %d: %w", i, err)
+			return nil, nil, fmt.Errorf("client %d: %w", i, err)
 		}
 		l, err := allow.Parse(c.Allowlist)
 		if err != nil {
-			return nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
+			return nil, nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
 		}
-		out = append(out, proxy.Client{ID: c.ID, IP: ip.Unmap(), Allow: l})
+		cl := proxy.Client{ID: c.ID, IP: ip.Unmap(), Allow: l}
+		if len(c.Sealed) > 0 {
+			cl.Secrets, err = openSecrets(key, cl.IP, c.ID, c.Sealed)
+			if errors.Is(err, errSecretsStale) {
+				stale = append(stale, fmt.Errorf("client %q (%s): %w", c.ID, c.IP, err))
+				continue
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
+			}
+		}
+		out = append(out, cl)
 	}
-	return out, nil
+	return out, stale, nil
 }
 
 // writeAtomic replaces path with data so a crash leaves the old or the new

@@ -42,6 +42,9 @@ type Proxy struct {
 	// UpstreamCA is a PEM file of CAs trusted, besides the system roots, for
 	// upstreams whose TLS the proxy terminates to inject a secret.
 	UpstreamCA string `toml:"upstream_ca"`
+	// StateKeyFile holds the key that seals client secrets in state_file
+	// when $CRACKBOX_STATE_KEY is unset.
+	StateKeyFile string `toml:"state_key_file"`
 }
 
 // Admin configures the proxy daemon's HTTP admin API.

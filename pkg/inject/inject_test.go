@@ -246,9 +246,19 @@ func FuzzScrubberChunks(f *testing.F) {
 			}
 		}
 		r := &chunkReader{data: data, sizes: []int{int(a)%13 + 1, int(b)%5 + 1}}
-		got, err := io.ReadAll(NewScrubber(r, pairs))
-		if err != nil {
-			t.Fatal(err)
+		// The caller's buffer sizes vary too: a scrubber reads straight into them.
+		sc := NewScrubber(r, pairs)
+		var got []byte
+		for i := 0; ; i++ {
+			buf := make([]byte, []int{int(b)%11 + 1, int(a)%3 + 1, 64}[i%3])
+			n, err := sc.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 		if string(got) != want {
 			t.Fatalf("chunked scrub %q != whole scrub %q", got, want)
@@ -300,4 +310,18 @@ func TestCALeaf(t *testing.T) {
 	if cfg.MinVersion != tls.VersionTLS12 {
 		t.Fatal("min version")
 	}
+}
+
+// FuzzIndexAnchored: the anchored search finds what bytes.Index finds.
+func FuzzIndexAnchored(f *testing.F) {
+	f.Add([]byte("abc sk-live-X_1 sk-live-X_2"), "sk-live-X_2")
+	f.Add([]byte("aaaa-aaa-a"), "a-a")
+	f.Fuzz(func(t *testing.T, b []byte, sent string) {
+		if sent == "" {
+			return
+		}
+		if got, want := indexAnchored(b, sent, anchor(sent)), bytes.Index(b, []byte(sent)); got != want {
+			t.Fatalf("indexAnchored(%q, %q) = %d, want %d", b, sent, got, want)
+		}
+	})
 }

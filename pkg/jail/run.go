@@ -73,6 +73,10 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
 	}
 	defer conn.Close()
+	if s.Live != nil {
+		s.Live(&Live{v: v, rd: rd})
+	}
+
 	// A guest that dies takes QEMU with it; the control socket then reads EOF after the
 	// bytes already sent, which ends the session. This is only a backstop.
 	go func() {

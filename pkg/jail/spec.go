@@ -163,6 +163,10 @@ type Spec struct {
 
 	// Started, when set, is called once the command runs in the guest.
 	Started func(pid int)
+
+	// Live, when set, is handed the running guest before its command starts. Only
+	// tests set it, to inspect a guest from the host (live.go).
+	Live func(*Live)
 }
 
 // Result is how a run ended.

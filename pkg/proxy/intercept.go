@@ -52,7 +52,7 @@ func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Cli
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      tr,
-		FlushInterval:  -1,
+		FlushInterval:  interceptFlush,
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.upstreamFailed,
 		ErrorLog:       errLog,
@@ -73,6 +73,10 @@ func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Cli
 	srv.Serve(ln)
 	<-ln.done
 }
+
+// interceptFlush bounds how long scrubbed bytes of a response of known
+// length may wait in the proxy's buffer before they are sent.
+const interceptFlush = 5 * time.Millisecond
 
 // upstreamTransport dials only the addresses decided for v and verifies the
 // upstream's certificate for v.host.
@@ -109,7 +113,8 @@ func (t *protoTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.ProtoMajor == 2 {
 		tr = t.h2
 	}
-	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), pairsKey{}, r.Context().Value(pairsKey{})))
+	ctx := context.WithValue(context.Background(), pairsKey{}, r.Context().Value(pairsKey{}))
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, writerKey{}, r.Context().Value(writerKey{})))
 	stop := context.AfterFunc(r.Context(), cancel)
 	end := func() { stop(); cancel() }
 	resp, err := tr.RoundTrip(r.WithContext(ctx))
@@ -178,9 +183,10 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Compressed bodies could not be scrubbed of a reflected value.
 	r.Header.Set("Accept-Encoding", "identity")
-	ctx := context.WithValue(r.Context(), pairsKey{}, pairs)
 	cw := &countingResponse{ResponseWriter: w}
+	ctx := context.WithValue(context.WithValue(r.Context(), pairsKey{}, pairs), writerKey{}, cw)
 	h.rp.ServeHTTP(cw, r.WithContext(ctx))
+	cw.drain()
 	d.BytesIn = cw.n
 	if cw.failed {
 		d.Reason = ReasonUpstreamError
@@ -207,8 +213,14 @@ func (h *interceptHandler) modifyResponse(resp *http.Response) error {
 		return errors.New("upstream switched protocols although no upgrade was requested")
 	}
 	if resp.Request.Method != http.MethodHead {
+		// The header goes, so the client gets the body chunked; the field
+		// stays, so the reverse proxy flushes a body of known length on
+		// its interval instead of after every write. Bodies of unknown
+		// length and event streams are still flushed as they arrive.
 		resp.Header.Del("Content-Length")
-		resp.ContentLength = -1
+		if cw, ok := resp.Request.Context().Value(writerKey{}).(*countingResponse); ok && resp.ContentLength >= 0 && !eventStream(resp) {
+			cw.batch = true
+		}
 	}
 	resp.Body = inject.NewScrubber(resp.Body, pairs)
 	return nil
@@ -234,21 +246,6 @@ func (h *interceptHandler) upstreamFailed(w http.ResponseWriter, r *http.Request
 	w.WriteHeader(statusFor(reason))
 	io.WriteString(w, msg)
 }
-
-// countingResponse counts body bytes written to the client.
-type countingResponse struct {
-	http.ResponseWriter
-	n      int64
-	failed bool
-}
-
-func (c *countingResponse) Write(b []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(b)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countingResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // prefixConn reads pre before the connection's own bytes.
 type prefixConn struct {

@@ -14,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"net/netip"
 	"net/textproto"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,18 @@ func startSecretUpstream(t testing.TB) *secretUpstream {
 		}
 		if r.URL.Path == "/big" {
 			serveBig(w, 64<<20)
+			return
+		}
+		if r.URL.Path == "/slow" {
+			// A body of known length whose second half waits for release.
+			auth := r.Header.Get("Authorization")
+			w.Header().Set("Content-Length", strconv.Itoa(len("data: \n\ndata: end\n\n")+len(auth)))
+			io.WriteString(w, "data: "+auth[:12])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, auth[12:]+"\n")
+			w.(http.Flusher).Flush()
+			<-u.release
+			io.WriteString(w, "\ndata: end\n\n")
 			return
 		}
 		if r.URL.Path == "/sse" {
@@ -206,14 +219,25 @@ func TestInjectBoundHost(t *testing.T) {
 }
 
 // A streamed response reaches the client while the upstream still holds the
-// stream open, and a value split across two writes is still scrubbed.
+// stream open, and a value split across two writes is still scrubbed: an
+// event stream, and a body of known length that arrives slowly.
 func TestInjectStreams(t *testing.T) {
+	for _, path := range []string{"/sse", "/slow"} {
+		t.Run(path, func(t *testing.T) { testInjectStream(t, path) })
+	}
+}
+
+func testInjectStream(t *testing.T, path string) {
 	u := startSecretUpstream(t)
+	// Release the upstream's handler on every path, or closing it waits forever.
+	var once sync.Once
+	release := func() { once.Do(func() { close(u.release) }) }
+	t.Cleanup(release)
 	tp, set, _ := injectProxy(t, u)
 	ph := set.Placeholder("API_KEY")
 	c := guestClient(tp, set.CA().Pool(), false)
 	defer c.CloseIdleConnections()
-	req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%d/sse", u.port), nil)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%d%s", u.port, path), nil)
 	req.Header.Set("Authorization", "Bearer "+ph)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -228,7 +252,7 @@ func TestInjectStreams(t *testing.T) {
 	if line != "data: Bearer "+ph+"\n" {
 		t.Fatalf("first event %q", line)
 	}
-	close(u.release)
+	release()
 	rest, _ := io.ReadAll(br)
 	if string(rest) != "\ndata: end\n\n" {
 		t.Fatalf("rest %q", rest)
