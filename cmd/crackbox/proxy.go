@@ -23,6 +23,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/fleet"
 	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -36,6 +37,8 @@ var proxyServeBinds = []flagBind{
 	{"admin", "admin.listen"},
 	{"client", "proxy.client"},
 	{"allow", "proxy.allow"},
+	{"registry", "proxy.registry"},
+	{"replica", "proxy.replica"},
 }
 
 func init() {
@@ -63,6 +66,8 @@ to proxy.drain_grace and exits 0.`,
 	f.String("admin", "127.0.0.1:3129", "admin API address; \"\" disables it")
 	f.String("client", "", "single-client mode: the client IP the --allow list applies to")
 	f.StringArray("allow", nil, "allowed host (repeatable): example.com, *.example.com, host:port")
+	f.String("registry", "", "NATS URLs of a registry shared by proxy replicas (JetStream KV); \"\" keeps it local")
+	f.String("replica", "", "this replica's name in decision lines and logs (default: the host name)")
 	proxyCmd.AddCommand(serve)
 	root.AddCommand(proxyCmd)
 }
@@ -77,80 +82,137 @@ type daemon struct {
 	px    *proxy.Proxy
 	adm   *admin.Server // nil when the admin API is off
 	dlog  *decisionLog
+	prom  *prometheus.Registry
+	// fleet is the shared registry (proxy.registry); nil keeps it local.
+	fleet   *fleet.Fleet
+	replica string
 
 	healthMu sync.Mutex
 	down     error // first unexpected listener failure
 }
 
 func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) error {
-	log, level := newLogger(cfg)
-	if cfg.Proxy.Listen == "" && cfg.Proxy.Transparent == "" {
-		return errors.New("both proxy.listen and proxy.transparent are disabled: enable at least one")
-	}
-	if err := admin.CheckListen(cfg.Admin.Listen, cfg.Admin.Secret); err != nil {
-		return err
-	}
-	d := &daemon{log: log, level: level, src: src, cfg: cfg, reg: proxy.NewRegistry(), dlog: &decisionLog{}}
-	defer d.dlog.Close()
-	if cfg.File != "" {
-		log.Info("config loaded", "file", cfg.File)
-	}
-
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts, err := d.proxyOptions(cfg)
+	d, err := newDaemon(ctx, cfg, src)
 	if err != nil {
 		return err
 	}
-	opts.Registerer, opts.Logger = promReg, log
-	if err := d.setClient(cfg); err != nil {
+	defer d.close()
+	ls, err := listen(cfg)
+	if err != nil {
 		return err
 	}
-	if d.px, err = proxy.New(opts, d.reg); err != nil {
+	if err := d.startAdmin(ls); err != nil {
+		ls.close()
 		return err
 	}
+	wg := d.serve(ls)
+	d.wait(ctx)
+	d.drain()
+	wg.Wait()
+	d.log.Info("proxy stopped")
+	return nil
+}
 
-	// Listen on everything before serving anything, so a taken port fails
-	// the start instead of leaving a half-up daemon.
-	var fwd, tr, adm, met net.Listener
-	closeAll := func() {
-		for _, ln := range []net.Listener{fwd, tr, adm, met} {
-			if ln != nil {
-				ln.Close()
-			}
-		}
+// newDaemon checks the config and builds the registry, the shared registry's
+// connection when there is one, and the proxy; nothing listens yet.
+func newDaemon(ctx context.Context, cfg *config.Config, src config.Source) (*daemon, error) {
+	log, level := newLogger(cfg)
+	if cfg.Proxy.Listen == "" && cfg.Proxy.Transparent == "" {
+		return nil, errors.New("both proxy.listen and proxy.transparent are disabled: enable at least one")
 	}
+	if err := admin.CheckListen(cfg.Admin.Listen, cfg.Admin.Secret); err != nil {
+		return nil, err
+	}
+	d := &daemon{log: log, level: level, src: src, cfg: cfg, reg: proxy.NewRegistry(), dlog: &decisionLog{},
+		replica: replicaID(cfg.Proxy.Replica), prom: prometheus.NewRegistry()}
+	if cfg.File != "" {
+		log.Info("config loaded", "file", cfg.File)
+	}
+	d.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts, err := d.proxyOptions(cfg)
+	if err == nil {
+		opts.Registerer, opts.Logger = d.prom, log
+		err = d.openRegistry(ctx)
+	}
+	if err == nil {
+		d.px, err = proxy.New(opts, d.reg)
+	}
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// close releases what newDaemon opened.
+func (d *daemon) close() {
+	if d.fleet != nil {
+		d.fleet.Close()
+	}
+	d.dlog.Close()
+}
+
+// listeners are the daemon's sockets; nil ones are disabled.
+type listeners struct{ fwd, tr, adm, met net.Listener }
+
+// listen binds everything before anything is served, so a taken port fails
+// the start instead of leaving a half-up daemon.
+func listen(cfg *config.Config) (*listeners, error) {
+	ls := &listeners{}
 	for _, l := range []struct {
 		key, addr string
 		ln        *net.Listener
 	}{
-		{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr},
-		{"admin.listen", cfg.Admin.Listen, &adm}, {"admin.metrics_listen", cfg.Admin.MetricsListen, &met},
+		{"proxy.listen", cfg.Proxy.Listen, &ls.fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &ls.tr},
+		{"admin.listen", cfg.Admin.Listen, &ls.adm}, {"admin.metrics_listen", cfg.Admin.MetricsListen, &ls.met},
 	} {
 		if l.addr == "" {
 			continue
 		}
+		var err error
 		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
-			closeAll()
-			return fmt.Errorf("%s: %w", l.key, err)
+			ls.close()
+			return nil, fmt.Errorf("%s: %w", l.key, err)
 		}
 	}
-	if adm != nil || met != nil {
-		d.adm, err = admin.New(admin.Options{
-			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile,
-			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
-		})
-		if err != nil {
-			closeAll()
-			return err
-		}
-		if adm != nil && cfg.Admin.Secret == "" {
-			log.Info("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
-		}
-	}
+	return ls, nil
+}
 
+func (ls *listeners) close() {
+	for _, ln := range []net.Listener{ls.fwd, ls.tr, ls.adm, ls.met} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// startAdmin builds the admin server when the admin or metrics listener is on.
+func (d *daemon) startAdmin(ls *listeners) error {
+	if ls.adm == nil && ls.met == nil {
+		return nil
+	}
+	o := admin.Options{
+		Registry: d.reg, Secret: d.cfg.Admin.Secret, StateFile: d.cfg.Proxy.StateFile,
+		Gatherer: d.prom, Healthy: d.health, Active: d.px.Active, Logger: d.log,
+	}
+	o.Shared = d.shared()
+	var err error
+	if d.adm, err = admin.New(o); err != nil {
+		return err
+	}
+	if ls.adm != nil && d.cfg.Admin.Secret == "" {
+		d.log.Info("admin api has no secret; serving on loopback only", "addr", ls.adm.Addr().String())
+	}
+	return nil
+}
+
+// serve starts a goroutine per listener; the group ends when all have stopped.
+func (d *daemon) serve(ls *listeners) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	run := func(name string, serve func(net.Listener) error, ln net.Listener) {
+		if ln == nil {
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -159,32 +221,29 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 			}
 		}()
 	}
-	if fwd != nil {
-		run("forward", d.px.ServeForward, fwd)
+	run("forward", d.px.ServeForward, ls.fwd)
+	run("transparent", d.px.ServeTransparent, ls.tr)
+	if d.adm != nil {
+		run("admin", d.adm.Serve, ls.adm)
+		run("metrics", d.adm.ServeMetrics, ls.met)
 	}
-	if tr != nil {
-		run("transparent", d.px.ServeTransparent, tr)
-	}
-	if adm != nil {
-		run("admin", d.adm.Serve, adm)
-	}
-	if met != nil {
-		run("metrics", d.adm.ServeMetrics, met)
-	}
-	log.Info("proxy serving", "forward", addrOf(fwd), "transparent", addrOf(tr), "admin", addrOf(adm),
-		"metrics", addrOf(met), "clients", len(d.reg.List()))
+	d.log.Info("proxy serving", "forward", addrOf(ls.fwd), "transparent", addrOf(ls.tr), "admin", addrOf(ls.adm),
+		"metrics", addrOf(ls.met), "clients", len(d.reg.List()), "replica", d.replica, "registry", d.registryKind())
+	return &wg
+}
 
+// wait handles SIGHUP until SIGTERM, SIGINT or ctx ends.
+func (d *daemon) wait(ctx context.Context) {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	// Every listener is bound and SIGHUP handled: tell systemd (Type=notify).
 	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
-		log.Warn("systemd readiness notification", "err", err)
+		d.log.Warn("systemd readiness notification", "err", err)
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-wait:
 	for {
 		select {
 		case sig := <-sigs:
@@ -192,16 +251,12 @@ wait:
 				d.reload()
 				continue
 			}
-			log.Info("draining", "signal", sig.String(), "grace", d.cfg.Proxy.DrainGrace.Duration, "active", d.px.Active())
+			d.log.Info("draining", "signal", sig.String(), "grace", d.cfg.Proxy.DrainGrace.Duration, "active", d.px.Active())
 		case <-ctx.Done():
-			log.Info("draining", "reason", ctx.Err(), "grace", d.cfg.Proxy.DrainGrace.Duration)
+			d.log.Info("draining", "reason", ctx.Err(), "grace", d.cfg.Proxy.DrainGrace.Duration)
 		}
-		break wait
+		return
 	}
-	d.drain()
-	wg.Wait()
-	log.Info("proxy stopped")
-	return nil
 }
 
 // drain stops accepting, lets open tunnels finish for drain_grace, then cuts them.
@@ -234,8 +289,10 @@ func (d *daemon) reload() {
 		d.log.Error("reload failed, keeping the old config", "err", err)
 		return
 	}
-	if err := d.setClient(cfg); err != nil {
-		d.log.Error("reload: configured client not updated", "err", err)
+	if d.fleet == nil {
+		if err := d.setClient(cfg); err != nil {
+			d.log.Error("reload: configured client not updated", "err", err)
+		}
 	}
 	old := d.cfg
 	for _, k := range []struct{ key, was, now string }{
@@ -244,6 +301,7 @@ func (d *daemon) reload() {
 		{"admin.listen", old.Admin.Listen, cfg.Admin.Listen},
 		{"admin.metrics_listen", old.Admin.MetricsListen, cfg.Admin.MetricsListen},
 		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
+		{"proxy.registry", old.Proxy.Registry, cfg.Proxy.Registry},
 	} {
 		if k.was != k.now {
 			d.log.Warn("setting changes only on restart", "key", k.key, "running", k.was, "configured", k.now)
@@ -272,6 +330,7 @@ func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
 	if w != nil {
 		opts.DecisionLog = w
 	}
+	opts.Replica = d.replica
 	return opts, nil
 }
 

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 
-	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -90,15 +88,11 @@ func parseState(data []byte) ([]proxy.Client, error) {
 	}
 	out := make([]proxy.Client, 0, len(st.Clients))
 	for i, c := range st.Clients {
-		ip, err := netip.ParseAddr(c.IP)
+		pc, err := c.Client()
 		if err != nil {
 			return nil, fmt.Errorf("client %d: %w", i, err)
 		}
-		l, err := allow.Parse(c.Allowlist)
-		if err != nil {
-			return nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
-		}
-		out = append(out, proxy.Client{ID: c.ID, IP: ip.Unmap(), Allow: l})
+		out = append(out, pc)
 	}
 	return out, nil
 }

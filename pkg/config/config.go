@@ -42,6 +42,13 @@ type Proxy struct {
 	// UpstreamCA is a PEM file of CAs trusted, besides the system roots, for
 	// upstreams whose TLS the proxy terminates to inject a secret.
 	UpstreamCA string `toml:"upstream_ca"`
+	// Registry is the NATS URL list of a registry shared by proxy replicas;
+	// "" keeps the registry in this process (and proxy.state_file).
+	Registry      string `toml:"registry"`
+	RegistryCreds string `toml:"registry_creds"` // NATS JWT credentials file (.creds)
+	RegistryNKey  string `toml:"registry_nkey"`  // NATS nkey seed file
+	RegistryCA    string `toml:"registry_ca"`    // PEM CAs for the NATS servers' TLS
+	Replica       string `toml:"replica"`        // this replica's name in logs; "" is the host name
 }
 
 // Admin configures the proxy daemon's HTTP admin API.
