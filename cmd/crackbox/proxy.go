@@ -302,6 +302,7 @@ func (d *daemon) reload() {
 		{"admin.metrics_listen", old.Admin.MetricsListen, cfg.Admin.MetricsListen},
 		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
 		{"proxy.registry", old.Proxy.Registry, cfg.Proxy.Registry},
+		{"proxy.replica", old.Proxy.Replica, cfg.Proxy.Replica},
 	} {
 		if k.was != k.now {
 			d.log.Warn("setting changes only on restart", "key", k.key, "running", k.was, "configured", k.now)

@@ -21,6 +21,7 @@ func (f *Fleet) Register(c proxy.Client) error {
 	if !c.IP.IsValid() {
 		return fmt.Errorf("register client %q: no IP address: %w", c.ID, proxy.ErrInvalidClient)
 	}
+	c.IP = c.IP.Unmap()
 	val, err := encode(c)
 	if err != nil {
 		return fmt.Errorf("register client %q: %w: %w", c.ID, proxy.ErrInvalidClient, err)
