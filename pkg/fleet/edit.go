@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,7 +14,9 @@ import (
 )
 
 // editTries bounds the compare-and-set retries of one Update under contention.
-const editTries = 5
+// A read may come from a bucket replica that lags the leader, so a retry waits
+// a little longer each time for it to catch up.
+const editTries = 8
 
 // Register stores c for every replica; it fails with proxy.ErrClientExists
 // when any replica already registered the address.
@@ -67,7 +70,10 @@ func (f *Fleet) Update(ip netip.Addr, add, remove []string) (proxy.Client, error
 	ctx, cancel := f.editCtx()
 	defer cancel()
 	key := keyOf(ip)
-	for range editTries {
+	for try := range editTries {
+		if try > 0 {
+			time.Sleep(time.Duration(try*try) * 5 * time.Millisecond)
+		}
 		e, err := f.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			return proxy.Client{}, fmt.Errorf("update client at %s: %w", ip, proxy.ErrUnknownClient)
@@ -109,8 +115,12 @@ func (f *Fleet) putLocal(key string, rev uint64, c proxy.Client) {
 	}
 }
 
+// editTimeout bounds one admin edit, so a request made while NATS is away is
+// answered 503 soon instead of hanging in the client's reconnect buffer.
+const editTimeout = 5 * time.Second
+
 func (f *Fleet) editCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), f.opts.Timeout)
+	return context.WithTimeout(context.Background(), min(editTimeout, f.opts.Timeout))
 }
 
 func unavailable(op string, ip netip.Addr, err error) error {

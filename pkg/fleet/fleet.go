@@ -42,8 +42,8 @@ type Options struct {
 	Bucket   string // "" = DefaultBucket
 	Replica  string // names the NATS connection
 	Registry *proxy.Registry
-	// Timeout bounds the start: connecting, opening the bucket and reading
-	// it once; 0 = 10s.
+	// Timeout bounds opening the bucket and reading it once at the start;
+	// 0 = 30s. Dialing one server is bounded by 5s, an edit by 5s.
 	Timeout    time.Duration
 	Registerer prometheus.Registerer // nil = no metrics
 	Logger     *slog.Logger
@@ -83,7 +83,7 @@ func Open(ctx context.Context, opts Options) (*Fleet, error) {
 		opts.Bucket = DefaultBucket
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
+		opts.Timeout = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -120,7 +120,7 @@ func Open(ctx context.Context, opts Options) (*Fleet, error) {
 func (f *Fleet) connect() error {
 	o := []nats.Option{
 		nats.Name("crackbox proxy " + f.opts.Replica),
-		nats.Timeout(f.opts.Timeout),
+		nats.Timeout(5 * time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -180,7 +180,10 @@ func (f *Fleet) openBucket(ctx context.Context) error {
 	}
 	cfg := jetstream.KeyValueConfig{Bucket: f.opts.Bucket, Storage: jetstream.FileStorage, Replicas: 3,
 		Description: "crackbox proxy client registry"}
-	if f.kv, err = js.CreateKeyValue(ctx, cfg); err == nil {
+	if f.kv, err = js.CreateKeyValue(ctx, cfg); err == nil || !tooFewPeers(err) {
+		if err != nil {
+			return fmt.Errorf("create bucket %s: %w", f.opts.Bucket, err)
+		}
 		return nil
 	}
 	three := err
@@ -190,6 +193,16 @@ func (f *Fleet) openBucket(ctx context.Context) error {
 	}
 	f.log.Warn("registry bucket has one replica: the cluster could not place three", "bucket", f.opts.Bucket, "err", three)
 	return nil
+}
+
+// tooFewPeers tells a server's refusal to place three replicas (a single node,
+// or a cluster short of nodes) from a timeout or any other failure.
+func tooFewPeers(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == 10074 || apiErr.ErrorCode == 10023 || strings.Contains(apiErr.Description, "peers")
 }
 
 // Status is nil while the replica follows the bucket, else why not and since when.
