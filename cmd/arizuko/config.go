@@ -198,7 +198,8 @@ func firstNonEmpty(s ...string) string {
 func (c *Config) proxyOptions() error {
 	p := c.Proxy
 	for _, k := range []struct{ key, val string }{{"listen", p.Listen}, {"transparent", p.Transparent},
-		{"decision_log", p.DecisionLog}, {"state_file", p.StateFile}, {"client", p.Client}} {
+		{"decision_log", p.DecisionLog}, {"state_file", p.StateFile}, {"client", p.Client},
+		{"registry", p.Registry}, {"replica", p.Replica}} {
 		if k.val != "" {
 			return fmt.Errorf("proxy.%s: turns run a private proxy per guest, so this key does nothing here; remove it", k.key)
 		}

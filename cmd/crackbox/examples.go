@@ -34,7 +34,8 @@ crackbox doctor --json | jq -r '.[] | select(.status == "fail") | .fix'`,
 	"crackbox proxy": `crackbox proxy serve --config /etc/crackbox/crackbox.toml`,
 	"crackbox proxy serve": `crackbox proxy serve --config /etc/crackbox/crackbox.toml
 crackbox proxy serve --listen 127.0.0.1:3128 --client 10.0.0.5 --allow github.com
-CRACKBOX_ADMIN_SECRET=s3cret crackbox proxy serve --admin 0.0.0.0:3129`,
+CRACKBOX_ADMIN_SECRET=s3cret crackbox proxy serve --admin 0.0.0.0:3129
+crackbox proxy serve --registry nats://nats1:4222,nats://nats2:4222,nats://nats3:4222 --replica gw-a`,
 	"crackbox setup": `sudo crackbox setup
 crackbox setup --dry-run`,
 	"crackbox state": `crackbox state

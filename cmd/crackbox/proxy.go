@@ -9,13 +9,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
-	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -23,6 +20,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/fleet"
 	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -36,6 +34,8 @@ var proxyServeBinds = []flagBind{
 	{"admin", "admin.listen"},
 	{"client", "proxy.client"},
 	{"allow", "proxy.allow"},
+	{"registry", "proxy.registry"},
+	{"replica", "proxy.replica"},
 }
 
 func init() {
@@ -63,6 +63,8 @@ to proxy.drain_grace and exits 0.`,
 	f.String("admin", "127.0.0.1:3129", "admin API address; \"\" disables it")
 	f.String("client", "", "single-client mode: the client IP the --allow list applies to")
 	f.StringArray("allow", nil, "allowed host (repeatable): example.com, *.example.com, host:port")
+	f.String("registry", "", "NATS URLs of a registry shared by proxy replicas (JetStream KV); \"\" keeps it local")
+	f.String("replica", "", "this replica's name in decision lines and logs (default: the host name)")
 	proxyCmd.AddCommand(serve)
 	root.AddCommand(proxyCmd)
 }
@@ -77,136 +79,74 @@ type daemon struct {
 	px    *proxy.Proxy
 	adm   *admin.Server // nil when the admin API is off
 	dlog  *decisionLog
+	prom  *prometheus.Registry
+	// fleet is the shared registry (proxy.registry); nil keeps it local.
+	fleet   *fleet.Fleet
+	replica string
 
 	healthMu sync.Mutex
 	down     error // first unexpected listener failure
 }
 
 func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) error {
-	log, level := newLogger(cfg)
-	if cfg.Proxy.Listen == "" && cfg.Proxy.Transparent == "" {
-		return errors.New("both proxy.listen and proxy.transparent are disabled: enable at least one")
-	}
-	if err := admin.CheckListen(cfg.Admin.Listen, cfg.Admin.Secret); err != nil {
-		return err
-	}
-	d := &daemon{log: log, level: level, src: src, cfg: cfg, reg: proxy.NewRegistry(), dlog: &decisionLog{}}
-	defer d.dlog.Close()
-	if cfg.File != "" {
-		log.Info("config loaded", "file", cfg.File)
-	}
-
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts, err := d.proxyOptions(cfg)
+	d, err := newDaemon(ctx, cfg, src)
 	if err != nil {
 		return err
 	}
-	opts.Registerer, opts.Logger = promReg, log
-	if err := d.setClient(cfg); err != nil {
+	defer d.close()
+	ls, err := listen(cfg)
+	if err != nil {
 		return err
 	}
-	if d.px, err = proxy.New(opts, d.reg); err != nil {
+	if err := d.startAdmin(ls); err != nil {
+		ls.close()
 		return err
 	}
-
-	// Listen on everything before serving anything, so a taken port fails
-	// the start instead of leaving a half-up daemon.
-	var fwd, tr, adm, met net.Listener
-	closeAll := func() {
-		for _, ln := range []net.Listener{fwd, tr, adm, met} {
-			if ln != nil {
-				ln.Close()
-			}
-		}
-	}
-	for _, l := range []struct {
-		key, addr string
-		ln        *net.Listener
-	}{
-		{"proxy.listen", cfg.Proxy.Listen, &fwd}, {"proxy.transparent", cfg.Proxy.Transparent, &tr},
-		{"admin.listen", cfg.Admin.Listen, &adm}, {"admin.metrics_listen", cfg.Admin.MetricsListen, &met},
-	} {
-		if l.addr == "" {
-			continue
-		}
-		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
-			closeAll()
-			return fmt.Errorf("%s: %w", l.key, err)
-		}
-	}
-	if adm != nil || met != nil {
-		key, err := admin.LoadStateKey(cfg.Proxy.StateKeyFile)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		d.adm, err = admin.New(admin.Options{
-			Registry: d.reg, Secret: cfg.Admin.Secret, StateFile: cfg.Proxy.StateFile, StateKey: key,
-			Gatherer: promReg, Healthy: d.health, Active: d.px.Active, Logger: log,
-		})
-		if err != nil {
-			closeAll()
-			return err
-		}
-		if adm != nil && cfg.Admin.Secret == "" {
-			log.Info("admin api has no secret; serving on loopback only", "addr", adm.Addr().String())
-		}
-	}
-
-	var wg sync.WaitGroup
-	run := func(name string, serve func(net.Listener) error, ln net.Listener) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := serve(ln); err != nil && !errors.Is(err, proxy.ErrShutdown) {
-				d.fail(fmt.Errorf("%s listener: %w", name, err))
-			}
-		}()
-	}
-	if fwd != nil {
-		run("forward", d.px.ServeForward, fwd)
-	}
-	if tr != nil {
-		run("transparent", d.px.ServeTransparent, tr)
-	}
-	if adm != nil {
-		run("admin", d.adm.Serve, adm)
-	}
-	if met != nil {
-		run("metrics", d.adm.ServeMetrics, met)
-	}
-	log.Info("proxy serving", "forward", addrOf(fwd), "transparent", addrOf(tr), "admin", addrOf(adm),
-		"metrics", addrOf(met), "clients", len(d.reg.List()))
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	// Every listener is bound and SIGHUP handled: tell systemd (Type=notify).
-	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
-		log.Warn("systemd readiness notification", "err", err)
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-wait:
-	for {
-		select {
-		case sig := <-sigs:
-			if sig == syscall.SIGHUP {
-				d.reload()
-				continue
-			}
-			log.Info("draining", "signal", sig.String(), "grace", d.cfg.Proxy.DrainGrace.Duration, "active", d.px.Active())
-		case <-ctx.Done():
-			log.Info("draining", "reason", ctx.Err(), "grace", d.cfg.Proxy.DrainGrace.Duration)
-		}
-		break wait
-	}
+	wg := d.serve(ls)
+	d.wait(ctx)
 	d.drain()
 	wg.Wait()
-	log.Info("proxy stopped")
+	d.log.Info("proxy stopped")
 	return nil
+}
+
+// newDaemon checks the config and builds the registry, the shared registry's
+// connection when there is one, and the proxy; nothing listens yet.
+func newDaemon(ctx context.Context, cfg *config.Config, src config.Source) (*daemon, error) {
+	log, level := newLogger(cfg)
+	if cfg.Proxy.Listen == "" && cfg.Proxy.Transparent == "" {
+		return nil, errors.New("both proxy.listen and proxy.transparent are disabled: enable at least one")
+	}
+	if err := admin.CheckListen(cfg.Admin.Listen, cfg.Admin.Secret); err != nil {
+		return nil, err
+	}
+	d := &daemon{log: log, level: level, src: src, cfg: cfg, reg: proxy.NewRegistry(), dlog: &decisionLog{},
+		replica: replicaID(cfg.Proxy.Replica), prom: prometheus.NewRegistry()}
+	if cfg.File != "" {
+		log.Info("config loaded", "file", cfg.File)
+	}
+	d.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts, err := d.proxyOptions(cfg)
+	if err == nil {
+		opts.Registerer, opts.Logger = d.prom, log
+		err = d.openRegistry(ctx)
+	}
+	if err == nil {
+		d.px, err = proxy.New(opts, d.reg)
+	}
+	if err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// close releases what newDaemon opened.
+func (d *daemon) close() {
+	if d.fleet != nil {
+		d.fleet.Close()
+	}
+	d.dlog.Close()
 }
 
 // drain stops accepting, lets open tunnels finish for drain_grace, then cuts them.
@@ -239,8 +179,10 @@ func (d *daemon) reload() {
 		d.log.Error("reload failed, keeping the old config", "err", err)
 		return
 	}
-	if err := d.setClient(cfg); err != nil {
-		d.log.Error("reload: configured client not updated", "err", err)
+	if d.fleet == nil {
+		if err := d.setClient(cfg); err != nil {
+			d.log.Error("reload: configured client not updated", "err", err)
+		}
 	}
 	old := d.cfg
 	for _, k := range []struct{ key, was, now string }{
@@ -249,6 +191,8 @@ func (d *daemon) reload() {
 		{"admin.listen", old.Admin.Listen, cfg.Admin.Listen},
 		{"admin.metrics_listen", old.Admin.MetricsListen, cfg.Admin.MetricsListen},
 		{"proxy.state_file", old.Proxy.StateFile, cfg.Proxy.StateFile},
+		{"proxy.registry", old.Proxy.Registry, cfg.Proxy.Registry},
+		{"proxy.replica", old.Proxy.Replica, cfg.Proxy.Replica},
 	} {
 		if k.was != k.now {
 			d.log.Warn("setting changes only on restart", "key", k.key, "running", k.was, "configured", k.now)
@@ -277,6 +221,7 @@ func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
 	if w != nil {
 		opts.DecisionLog = w
 	}
+	opts.Replica = d.replica
 	return opts, nil
 }
 

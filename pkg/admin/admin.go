@@ -38,6 +38,9 @@ type Options struct {
 	Healthy   func() error        // nil error means the proxy listener is up; nil func is always up
 	Active    func() int          // open tunnels, shown in /v1/state; optional
 	Logger    *slog.Logger
+	// Shared, when set, takes the API's edits instead of Registry (which it
+	// must keep up to date); StateFile must then be empty.
+	Shared Shared
 }
 
 // Server serves the admin API. It is the only writer of the registry in the
@@ -56,6 +59,9 @@ type Server struct {
 func New(opts Options) (*Server, error) {
 	if opts.Registry == nil {
 		return nil, errors.New("admin: no registry")
+	}
+	if opts.Shared != nil && opts.StateFile != "" {
+		return nil, errors.New("admin: a shared registry and a state file both claim the registry")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

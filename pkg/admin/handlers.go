@@ -63,6 +63,7 @@ func clientJSON(c proxy.Client) ClientJSON {
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) {
 	doc := buildinfo.Get().Fields()
 	doc["status"] = "ok"
+	s.sharedHealth(doc)
 	if s.opts.Healthy != nil {
 		if err := s.opts.Healthy(); err != nil {
 			doc["status"], doc["message"] = "proxy_down", err.Error()
@@ -95,9 +96,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	c := proxy.Client{ID: req.ID, IP: ip, Allow: list, Secrets: set}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.opts.Registry.Register(c); err != nil {
-		if errors.Is(err, proxy.ErrClientExists) {
+	if err := s.addClient(c); err != nil {
+		switch {
+		case errors.Is(err, proxy.ErrClientExists):
 			writeError(w, http.StatusConflict, "client_exists", err.Error()+"; unregister it first")
+			return
+		case errors.Is(err, ErrUnavailable):
+			writeUnavailable(w, err)
 			return
 		}
 		writeError(w, http.StatusBadRequest, "invalid_client", err.Error())
@@ -126,7 +131,12 @@ func (s *Server) unregister(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.opts.Registry.Unregister(ip) {
+	removed, err := s.removeClient(ip)
+	if err != nil {
+		writeUnavailable(w, err)
+		return
+	}
+	if !removed {
 		writeError(w, http.StatusNotFound, "unknown_client", fmt.Sprintf("no client registered at %s", ip))
 		return
 	}
@@ -148,10 +158,13 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, err := s.opts.Registry.Update(ip, req.Add, req.Remove)
+	c, err := s.updateClient(ip, req.Add, req.Remove)
 	switch {
 	case errors.Is(err, proxy.ErrUnknownClient):
 		writeError(w, http.StatusNotFound, "unknown_client", fmt.Sprintf("no client registered at %s", ip))
+		return
+	case errors.Is(err, ErrUnavailable):
+		writeUnavailable(w, err)
 		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, "invalid_allowlist", err.Error())
@@ -209,6 +222,12 @@ func parseIP(w http.ResponseWriter, s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return ip.Unmap(), true
+}
+
+// writeUnavailable answers an edit the shared registry could not store.
+func writeUnavailable(w http.ResponseWriter, err error) {
+	writeError(w, http.StatusServiceUnavailable, "registry_unavailable",
+		"the change was not made: "+err.Error()+"; retry when the registry is reachable")
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/netip"
 	"os"
 	"path/filepath"
 
-	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
@@ -123,15 +121,10 @@ func parseState(data []byte, key *secrets.Ring) (_ []proxy.Client, stale []error
 	}
 	out := make([]proxy.Client, 0, len(st.Clients))
 	for i, c := range st.Clients {
-		ip, err := netip.ParseAddr(c.IP)
+		cl, err := ClientJSON{IP: c.IP, ID: c.ID, Allowlist: c.Allowlist}.Client()
 		if err != nil {
 			return nil, nil, fmt.Errorf("client %d: %w", i, err)
 		}
-		l, err := allow.Parse(c.Allowlist)
-		if err != nil {
-			return nil, nil, fmt.Errorf("client %d (%s): %w", i, c.IP, err)
-		}
-		cl := proxy.Client{ID: c.ID, IP: ip.Unmap(), Allow: l}
 		if len(c.Sealed) > 0 {
 			cl.Secrets, err = openSecrets(key, cl.IP, c.ID, c.Sealed)
 			if errors.Is(err, errSecretsStale) {

@@ -45,6 +45,13 @@ type Proxy struct {
 	// StateKeyFile holds the key that seals client secrets in state_file
 	// when $CRACKBOX_STATE_KEY is unset.
 	StateKeyFile string `toml:"state_key_file"`
+	// Registry is the NATS URL list of a registry shared by proxy replicas;
+	// "" keeps the registry in this process (and proxy.state_file).
+	Registry      string `toml:"registry"`
+	RegistryCreds string `toml:"registry_creds"` // NATS JWT credentials file (.creds)
+	RegistryNKey  string `toml:"registry_nkey"`  // NATS nkey seed file
+	RegistryCA    string `toml:"registry_ca"`    // PEM CAs for the NATS servers' TLS
+	Replica       string `toml:"replica"`        // this replica's name in logs; "" is the host name
 }
 
 // Admin configures the proxy daemon's HTTP admin API.

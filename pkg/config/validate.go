@@ -71,6 +71,7 @@ func (c *Config) Validate() error {
 	if p.MaxClientConns < 1 {
 		add(invalid("proxy.max_client_conns", "%d: allow each client at least one connection, e.g. 512", p.MaxClientConns))
 	}
+	add(checkRegistry(p))
 	if p.Client != "" {
 		if _, err := netip.ParseAddr(p.Client); err != nil {
 			add(invalid("proxy.client", "%q is not an IP address", p.Client))

@@ -64,13 +64,15 @@ type decisionLine struct {
 	BytesOut   int64   `json:"bytes_out"`
 	DurationMS float64 `json:"duration_ms"`
 	Secret     string  `json:"secret,omitempty"`
+	Replica    string  `json:"replica,omitempty"`
 }
 
 // decisionLog writes one JSON line per decision; the mutex keeps lines whole
 // when many connections finish at once.
 type decisionLog struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	replica string
 }
 
 func (l *decisionLog) write(d Decision) error {
@@ -95,6 +97,7 @@ func (l *decisionLog) write(d Decision) error {
 		BytesOut:   d.BytesOut,
 		DurationMS: float64(d.Duration.Microseconds()) / 1000,
 		Secret:     d.Secret,
+		Replica:    l.replica,
 	})
 	if err != nil {
 		return err

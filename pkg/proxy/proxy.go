@@ -78,6 +78,9 @@ type Options struct {
 	OnDecision    func(Decision)        // called once per decision, from connection goroutines
 	Registerer    prometheus.Registerer // nil = no metrics exported
 	Logger        *slog.Logger          // nil = slog.Default()
+	// Replica names this proxy in its decision lines, so a fleet's merged
+	// logs say which replica decided; "" leaves the field out.
+	Replica string
 }
 
 // config is the reloadable part of Options in ready-to-use form.
@@ -152,7 +155,7 @@ func buildConfig(opts Options) (*config, error) {
 		headerTime:    opts.HeaderTimeout,
 		maxConns:      opts.MaxClientConns,
 		upstreamRoots: opts.UpstreamRoots,
-		dlog:          &decisionLog{w: opts.DecisionLog},
+		dlog:          &decisionLog{w: opts.DecisionLog, replica: opts.Replica},
 		onDecision:    opts.OnDecision,
 	}
 	for _, pfx := range opts.AllowCIDRs {

@@ -134,3 +134,38 @@ func (r *Registry) List() []Client {
 	})
 	return out
 }
+
+// Put registers c, replacing any client at its address in one step, so a
+// connection looked up meanwhile sees the old client or the new, never none.
+func (r *Registry) Put(c Client) error {
+	if !c.IP.IsValid() {
+		return fmt.Errorf("put client %q: no IP address: %w", c.ID, ErrInvalidClient)
+	}
+	if c.Allow == nil {
+		c.Allow, _ = allow.Parse(nil)
+	}
+	c.IP = c.IP.Unmap()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clients[c.IP] = c
+	return nil
+}
+
+// Replace makes cs the whole registry in one step; clients without a valid
+// address are skipped. A fleet replica uses it to adopt a full snapshot.
+func (r *Registry) Replace(cs []Client) {
+	m := make(map[netip.Addr]Client, len(cs))
+	for _, c := range cs {
+		if !c.IP.IsValid() {
+			continue
+		}
+		if c.Allow == nil {
+			c.Allow, _ = allow.Parse(nil)
+		}
+		c.IP = c.IP.Unmap()
+		m[c.IP] = c
+	}
+	r.mu.Lock()
+	r.clients = m
+	r.mu.Unlock()
+}

@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"github.com/crackbox/crackbox/pkg/admin"
+	"github.com/crackbox/crackbox/pkg/proxy"
+)
+
+// ErrSecrets refuses a client with secrets: the bucket is readable by every
+// replica's NATS identity, so no secret goes into it in clear.
+var ErrSecrets = errors.New("a shared registry does not carry secrets")
+
+// keyPrefix starts every client key; the rest is the address with ':' as '_'
+// (KV keys allow neither ':' nor '%').
+const keyPrefix = "c."
+
+func keyOf(ip netip.Addr) string {
+	return keyPrefix + strings.ReplaceAll(ip.Unmap().String(), ":", "_")
+}
+
+func ipOf(key string) (netip.Addr, error) {
+	s, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("key %q lacks the %q prefix", key, keyPrefix)
+	}
+	ip, err := netip.ParseAddr(strings.ReplaceAll(s, "_", ":"))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("key %q: %w", key, err)
+	}
+	return ip.Unmap(), nil
+}
+
+// encode is the bucket value of c: the same record the admin API and state
+// file use.
+func encode(c proxy.Client) ([]byte, error) {
+	if !c.Secrets.Empty() {
+		return nil, fmt.Errorf("client %q has secrets: %w; register secrets per replica or leave them out", c.ID, ErrSecrets)
+	}
+	return json.Marshal(admin.Record(c))
+}
+
+// decode parses a bucket value strictly: a field it does not know could be a
+// restriction it would fail to enforce, so such a record is malformed.
+func decode(key string, data []byte) (proxy.Client, error) {
+	var r admin.ClientJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return proxy.Client{}, fmt.Errorf("value: %w", err)
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		return proxy.Client{}, errors.New("value: trailing data after the JSON object")
+	}
+	c, err := r.Client()
+	if err != nil {
+		return proxy.Client{}, err
+	}
+	ip, err := ipOf(key)
+	if err != nil {
+		return proxy.Client{}, err
+	}
+	if ip != c.IP {
+		return proxy.Client{}, fmt.Errorf("value names %s under the key of %s", c.IP, ip)
+	}
+	return c, nil
+}
