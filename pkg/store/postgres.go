@@ -68,6 +68,7 @@ func (s *Store) startPostgres(ctx context.Context, cfg *pgconn.Config, where str
 	if err := s.migrate(ctx, upTo); err != nil {
 		return fmt.Errorf("store %s: %w", where, err)
 	}
+	slog.Info("store opened", "dialect", s.d.name, "store", where)
 	return nil
 }
 
