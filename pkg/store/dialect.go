@@ -3,8 +3,10 @@ package store
 import (
 	"database/sql"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -17,6 +19,10 @@ type dialect struct {
 	driver string // database/sql driver name
 	// dollar: placeholders are $1, $2… instead of ?.
 	dollar bool
+	// strictText: text holds neither NUL nor invalid UTF-8 (PostgreSQL). SQLite stores
+	// any bytes; here string arguments are written with U+FFFD in place of those, so no
+	// input — a hostile guest's output in a turn's error included — makes a write fail.
+	strictText bool
 	// greatest is the two-argument maximum: SQLite's scalar MAX, PostgreSQL's GREATEST.
 	greatest string
 	// txOptions: SQLite serializes writers itself (_txlock=immediate and a busy
@@ -70,11 +76,12 @@ var sqliteDialect = &dialect{
 }
 
 var postgresDialect = &dialect{
-	name:      "postgres",
-	driver:    "pgx",
-	dollar:    true,
-	greatest:  "GREATEST",
-	txOptions: &sql.TxOptions{Isolation: sql.LevelSerializable},
+	name:       "postgres",
+	driver:     "pgx",
+	dollar:     true,
+	strictText: true,
+	greatest:   "GREATEST",
+	txOptions:  &sql.TxOptions{Isolation: sql.LevelSerializable},
 	schemaVersion: `CREATE TABLE IF NOT EXISTS schema_version (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`,
 	hasSchema: `SELECT to_regclass('schema_version') IS NOT NULL`,
@@ -96,6 +103,28 @@ var postgresDialect = &dialect{
 		}
 		return codeOther
 	},
+}
+
+// args returns the query arguments the engine accepts; see strictText.
+func (d *dialect) args(args []any) []any {
+	if !d.strictText {
+		return args
+	}
+	var out []any // copied on the first change only
+	for i, a := range args {
+		s, ok := a.(string)
+		if !ok || utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		out[i] = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 // rebind rewrites ? placeholders outside string literals as $1, $2… when the engine

@@ -20,15 +20,15 @@ type conn struct {
 }
 
 func (c conn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return c.q.ExecContext(ctx, c.d.rebind(q), args...)
+	return c.q.ExecContext(ctx, c.d.rebind(q), c.d.args(args)...)
 }
 
 func (c conn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return c.q.QueryContext(ctx, c.d.rebind(q), args...)
+	return c.q.QueryContext(ctx, c.d.rebind(q), c.d.args(args)...)
 }
 
 func (c conn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return c.q.QueryRowContext(ctx, c.d.rebind(q), args...)
+	return c.q.QueryRowContext(ctx, c.d.rebind(q), c.d.args(args)...)
 }
 
 // insertID runs an INSERT … RETURNING id and returns the id.
