@@ -19,6 +19,9 @@ import (
 // wrong host fails the start instead of hanging it.
 const connectTimeout = 15 * time.Second
 
+// maxConns bounds the connections one store holds open.
+const maxConns = 16
+
 // OpenURL opens the PostgreSQL database a store URL names (postgres://… or
 // postgresql://…, with any parameter pgx accepts) and migrates it to the latest version.
 // Unless create is set, a database without arizuko's schema is ErrNotFound: a typo in
@@ -36,6 +39,9 @@ func openPostgres(ctx context.Context, raw string, create bool, upTo int) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w: %v", Redact(raw), ErrBadURL, err)
 	}
+	// A busy daemon must not take every connection the server has (100 by default).
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	s := newStore(db, postgresDialect)
 	if err := s.startPostgres(ctx, cfg, Redact(raw), create, upTo); err != nil {
 		db.Close()
