@@ -30,7 +30,8 @@ type dialect struct {
 	txOptions *sql.TxOptions
 	// schemaVersion creates the migrations' own table.
 	schemaVersion string
-	// hasSchema is a query answering whether schema_version exists.
+	// hasSchema is a query answering whether schema_version exists; only asked of
+	// PostgreSQL, since a SQLite file that is not there says so itself.
 	hasSchema string
 	// lockMessages, run first in a transaction that adds messages, keeps every other
 	// message writer out until it ends, so ids become visible in the order they are
@@ -58,7 +59,6 @@ var sqliteDialect = &dialect{
 	greatest: "MAX",
 	schemaVersion: `CREATE TABLE IF NOT EXISTS schema_version (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
-	hasSchema: `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'`,
 	code: func(err error) errCode {
 		var coded interface{ Code() int }
 		if !errors.As(err, &coded) {
