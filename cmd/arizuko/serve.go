@@ -80,6 +80,9 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	if err := l.CheckKey(ctx); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
+	if err := l.Store().Claim(ctx); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
 	if n, err := l.Store().RequeueTurns(ctx, turn.OutcomeNoSecrets); err != nil {
 		return err
 	} else if n > 0 {

@@ -1,30 +1,44 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/crackbox/crackbox/internal/pgtest"
+	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // `arizuko serve --store postgres://…` keeps every message in PostgreSQL: one posted
 // through the API is a row there, nothing goes to the data dir's SQLite file, and
-// the CLI and a restarted daemon read it back.
+// the CLI and a restarted daemon read it back. A second daemon on the same database
+// is refused.
 func TestServeOnPostgres(t *testing.T) {
 	url := pgtest.Start(t).NewDB(t)
-	data, e := initData(t, "ARIZUKO_STORE="+url) // init creates the schema and the admin's role
+	key := "ARIZUKO_SECRETS_KEY=" + secrets.GenerateKey()
+	data, e := initData(t, key, "ARIZUKO_STORE="+url) // init creates the schema and the admin's role
 	mustAz(t, e, "folder", "add", "corp")
-	serveEnv := env(t, data) // the daemon gets the store from --store alone
+	serveEnv := env(t, data, key) // the daemon gets the store from --store alone
 	d := startDaemon(t, serveEnv, data, "--store", url)
+	_, eB := initData(t, key)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a daemon that starts is killed
+	defer cancel()
+	second := exec.CommandContext(ctx, binary, "serve", "--listen", "127.0.0.1:0", "--store", url)
+	second.Env = eB
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), "in use by another arizuko serve") {
+		t.Fatalf("second daemon on the store: %v\n%s", err, out)
+	}
 	token := strings.TrimSpace(readFile(t, filepath.Join(data, "token")))
 
 	body := `{"chat_jid":"web:corp","sender":"alice","text":"kept in postgres"}`

@@ -28,7 +28,7 @@ var codeOf = []struct {
 	{CodeInvalid, []error{ErrInvalid, acl.ErrInvalid, folder.ErrInvalidName, folder.ErrEscape, router.ErrInvalid, store.ErrNoParent, store.ErrHasChildren,
 		store.ErrBadURL}},
 	{CodeNotFound, []error{ErrNotFound, store.ErrNotFound}},
-	{CodeConflict, []error{ErrConflict, store.ErrExists, store.ErrConflict}},
+	{CodeConflict, []error{ErrConflict, store.ErrExists, store.ErrConflict, store.ErrClaimed}},
 	{CodeUnavailable, []error{ErrUnavailable, secrets.ErrNoKey, store.ErrUnreachable}},
 }
 

@@ -39,6 +39,9 @@ type dialect struct {
 	lockMessages string
 	// lockSchema keeps two processes from migrating the same database at once.
 	lockSchema string
+	// claim is a query taking the store for one daemon, answering false when another
+	// holds it; "" where the data dir's lock file already covers it (SQLite).
+	claim string
 	// code classifies an engine error.
 	code func(error) errCode
 }
@@ -88,6 +91,8 @@ var postgresDialect = &dialect{
 	// Before any query, so the SERIALIZABLE snapshot is taken once the lock is held.
 	lockMessages: `LOCK TABLE messages IN SHARE ROW EXCLUSIVE MODE`,
 	lockSchema:   `LOCK TABLE schema_version IN EXCLUSIVE MODE`,
+	// A session lock: held while the claiming connection lives, released if it dies.
+	claim: `SELECT pg_try_advisory_lock(7480)`,
 	code: func(err error) errCode {
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) {

@@ -82,3 +82,29 @@ func TestOpenURLWithoutCreate(t *testing.T) {
 		t.Fatalf("dialect %q path %q", s.Dialect(), s.Path())
 	}
 }
+
+// One daemon per PostgreSQL store: a second claim is refused until the first store
+// closes.
+func TestClaim(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := OpenURL(ctx, url, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenURL(ctx, url, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Claim(ctx); !errors.Is(err, ErrClaimed) {
+		t.Fatalf("second claim = %v, want ErrClaimed", err)
+	}
+	a.Close()
+	if err := b.Claim(ctx); err != nil {
+		t.Fatalf("claim after the first store closed: %v", err)
+	}
+}

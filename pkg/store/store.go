@@ -79,18 +79,51 @@ func LatestVersion() int {
 
 // Store wraps the database handle.
 type Store struct {
-	sql  *sql.DB
-	db   conn
-	d    *dialect
-	path string // the SQLite file; "" for PostgreSQL
+	sql   *sql.DB
+	db    conn
+	d     *dialect
+	path  string    // the SQLite file; "" for PostgreSQL
+	claim *sql.Conn // holds Claim's lock until Close
 }
 
 func newStore(db *sql.DB, d *dialect) *Store {
 	return &Store{sql: db, db: conn{db, d}, d: d}
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.sql.Close() }
+// Close closes the database, releasing a Claim.
+func (s *Store) Close() error {
+	if s.claim != nil {
+		s.claim.Close()
+	}
+	return s.sql.Close()
+}
+
+// ErrClaimed is a store another daemon runs on.
+var ErrClaimed = errors.New("store is in use by another arizuko serve")
+
+// Claim takes the store for this daemon until Close: two daemons on one database
+// would both run every folder's turns and answer each message twice. A SQLite file
+// needs no claim; the data dir's lock covers it.
+func (s *Store) Claim(ctx context.Context) error {
+	if s.d.claim == "" || s.claim != nil {
+		return nil
+	}
+	c, err := s.sql.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	if err := c.QueryRowContext(ctx, s.d.claim).Scan(&ok); err != nil {
+		c.Close()
+		return err
+	}
+	if !ok {
+		c.Close()
+		return fmt.Errorf("%w: stop it first, or give this one its own database", ErrClaimed)
+	}
+	s.claim = c
+	return nil
+}
 
 // Dialect names the engine: "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.d.name }
