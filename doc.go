@@ -29,7 +29,7 @@
 //
 //	pkg/service         arizuko's operations (local and remote behind one interface)
 //	pkg/api             its HTTP API and scoped tokens
-//	pkg/store           the SQLite store (the only package with SQL)
+//	pkg/store           the store, SQLite or PostgreSQL (the only package with SQL)
 //	pkg/folder          folders (tenants)
 //	pkg/router          routes: which folder gets an inbound message
 //	pkg/acl             grants: the decision on every tool call
@@ -50,6 +50,7 @@
 //
 //	internal/nettest    loopback listeners, echo and TLS upstreams, busy ports, a safe buffer
 //	internal/natstest   an in-process JetStream cluster
+//	internal/pgtest     a throwaway PostgreSQL cluster
 //	internal/testreq    skip or fail on a missing prerequisite
 //	internal/testsum    make test's summary line
 //	bench/proxybench    the proxy benchmark against squid and tinyproxy

@@ -5,6 +5,8 @@ set -euo pipefail
 pkgs=(qemu-system-x86 qemu-utils linux-source-6.1 build-essential flex bison bc libelf-dev
   libssl-dev cpio xz-utils nftables iproute2 busybox-static curl wget git ca-certificates
   python3 python3-pip lz4 kmod chromium chromium-driver systemd nodejs npm openssl)
+# internal/pgtest starts throwaway PostgreSQL clusters for the store tests.
+pkgs+=(postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -26,6 +26,7 @@ type Config struct {
 	// private egress proxy: resolver, hosts, allow_cidrs, default_ports and
 	// the timeouts. What a guest may reach is each folder's network rules.
 	Proxy config.Proxy `toml:"proxy"`
+	Store StoreConfig  `toml:"store"`
 
 	file string
 	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and
@@ -135,6 +136,7 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 		return nil, err
 	}
 	c.DataDir = firstNonEmpty(data, c.DataDir, defaultDataDir(getenv))
+	c.Store.URL = firstNonEmpty(flags.store, getenv(envStore), c.Store.URL)
 	if c.Routing.EngagementTTL.Duration < 0 || c.Routing.EngagementTTL.Duration > 30*24*time.Hour {
 		return nil, fmt.Errorf("%s: routing.engagement_ttl %s: want 0 to 720h", path, c.Routing.EngagementTTL.Duration)
 	}

@@ -33,7 +33,7 @@ func newInitCmd(a *app) *cobra.Command {
 				return fmt.Errorf("%s: %w", cfg.DataDir, err)
 			}
 			defer lock.Close()
-			l, err := service.Open(cmd.Context(), service.Options{DataDir: cfg.DataDir, Create: true})
+			l, err := service.Open(cmd.Context(), service.Options{DataDir: cfg.DataDir, Create: true, Store: cfg.Store.URL})
 			if err != nil {
 				return err
 			}

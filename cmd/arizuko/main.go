@@ -18,6 +18,7 @@ import (
 // through it, so no flag value lives in a package variable.
 type app struct {
 	data, server, token, config, logLevel string
+	store                                 string // --store, see store.go
 	json                                  bool
 }
 
@@ -47,6 +48,7 @@ otherwise open the data dir directly.`,
 	pf.StringVar(&a.token, "token", "", "bearer token for --server (default $ARIZUKO_TOKEN, then <data>/token)")
 	pf.StringVar(&a.config, "config", "", "config file (default $ARIZUKO_CONFIG, then <data>/arizuko.toml if present)")
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
+	a.storeFlag(pf)
 	pf.StringVar(&a.logLevel, "log-level", "", "log level: debug, info, warn or error (default warn; serve: log.level or info)")
 	root.AddCommand(
 		newInitCmd(a), newServeCmd(a), newChatCmd(a),

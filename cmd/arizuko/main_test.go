@@ -71,11 +71,11 @@ type daemon struct {
 	logs *bytes.Buffer
 }
 
-// startDaemon runs `arizuko serve` on a free port and waits for /health.
-func startDaemon(t *testing.T, e []string, data string) *daemon {
+// startDaemon runs `arizuko serve` (with extra flags) on a free port and waits for /health.
+func startDaemon(t *testing.T, e []string, data string, extra ...string) *daemon {
 	t.Helper()
 	os.Remove(filepath.Join(data, daemonFile))
-	d := &daemon{cmd: exec.Command(binary, "serve", "--listen", "127.0.0.1:0"), logs: &bytes.Buffer{}}
+	d := &daemon{cmd: exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, extra...)...), logs: &bytes.Buffer{}}
 	d.cmd.Env = e
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {

@@ -72,12 +72,15 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	defer lock.Close()
 
 	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
-		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay})
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL})
 	if err != nil {
 		return err
 	}
 	defer l.Close()
 	if err := l.CheckKey(ctx); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	if err := l.Store().Claim(ctx); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	if n, err := l.Store().RequeueTurns(ctx, turn.OutcomeNoSecrets); err != nil {

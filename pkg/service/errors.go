@@ -25,10 +25,11 @@ var codeOf = []struct {
 	errs []error
 }{
 	{CodeDenied, []error{ErrDenied, acl.ErrDenied}},
-	{CodeInvalid, []error{ErrInvalid, acl.ErrInvalid, folder.ErrInvalidName, folder.ErrEscape, router.ErrInvalid, store.ErrNoParent, store.ErrHasChildren}},
+	{CodeInvalid, []error{ErrInvalid, acl.ErrInvalid, folder.ErrInvalidName, folder.ErrEscape, router.ErrInvalid, store.ErrNoParent, store.ErrHasChildren,
+		store.ErrBadURL}},
 	{CodeNotFound, []error{ErrNotFound, store.ErrNotFound}},
-	{CodeConflict, []error{ErrConflict, store.ErrExists}},
-	{CodeUnavailable, []error{ErrUnavailable, secrets.ErrNoKey}},
+	{CodeConflict, []error{ErrConflict, store.ErrExists, store.ErrConflict, store.ErrClaimed}},
+	{CodeUnavailable, []error{ErrUnavailable, secrets.ErrNoKey, store.ErrUnreachable}},
 }
 
 // Code classifies err into one of the Code* names.

@@ -26,6 +26,9 @@ type Options struct {
 	Create        bool          // create the data dir and database when missing
 	// MaxTurnsPerDay is the instance default of the per-folder turn budget (0 = unlimited).
 	MaxTurnsPerDay int
+	// Store is a PostgreSQL URL (postgres://…) holding the database instead of the
+	// data dir's SQLite file; "" is SQLite.
+	Store string
 }
 
 // Local is the store-backed Service.
@@ -50,6 +53,13 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 	if o.DataDir == "" {
 		return nil, fmt.Errorf("data dir is empty (set --data): %w", ErrInvalid)
 	}
+	if o.Store != "" {
+		st, err := store.OpenURL(ctx, o.Store, o.Create)
+		if err != nil {
+			return nil, err
+		}
+		return localOn(st, o), nil
+	}
 	dbPath := filepath.Join(o.DataDir, DBFile)
 	if !o.Create {
 		if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
@@ -67,9 +77,13 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 		st.Close()
 		return nil, err
 	}
+	return localOn(st, o), nil
+}
+
+func localOn(st *store.Store, o Options) *Local {
 	l := &Local{st: st, opts: o}
 	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit}
-	return l, nil
+	return l
 }
 
 // Close closes the database.

@@ -11,15 +11,12 @@ import (
 
 // InsertGrant adds an acl row and returns it with its id.
 func (s *Store) InsertGrant(ctx context.Context, g acl.Grant) (acl.Grant, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO acl (principal, action, scope, effect, params, granted_by, grant_option, created_at)
+	id, err := s.db.insertID(ctx, `INSERT INTO acl (principal, action, scope, effect, params, granted_by, grant_option, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, g.Principal, g.Action, g.Scope, string(g.Effect), g.Params, g.GrantedBy, g.GrantOption, now())
-	if isUnique(err) {
+	if s.isUnique(err) {
 		return g, fmt.Errorf("grant %s %s %s %s: %w", g.Principal, g.Effect, g.Action, g.Scope, ErrExists)
 	}
-	if err != nil {
-		return g, err
-	}
-	g.ID, err = res.LastInsertId()
+	g.ID = id
 	return g, err
 }
 
@@ -63,7 +60,7 @@ func (s *Store) DeleteGrant(ctx context.Context, id int64) error {
 func (s *Store) InsertEdge(ctx context.Context, e acl.Edge, grantedBy string) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO acl_membership (member, role, granted_by, created_at) VALUES (?, ?, ?, ?)`,
 		e.Member, e.Role, grantedBy, now())
-	if isUnique(err) {
+	if s.isUnique(err) {
 		return fmt.Errorf("%s in %s: %w", e.Member, e.Role, ErrExists)
 	}
 	return err
@@ -79,20 +76,11 @@ func (s *Store) DeleteEdge(ctx context.Context, e acl.Edge) error {
 
 // ListEdges returns every membership edge.
 func (s *Store) ListEdges(ctx context.Context) ([]acl.Edge, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT member, role FROM acl_membership ORDER BY member, role`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []acl.Edge
-	for rows.Next() {
+	return queryAll(ctx, s.db, func(sc scanner) (acl.Edge, error) {
 		var e acl.Edge
-		if err := rows.Scan(&e.Member, &e.Role); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		err := sc.Scan(&e.Member, &e.Role)
+		return e, err
+	}, `SELECT member, role FROM acl_membership ORDER BY member, role`)
 }
 
 // Policy loads every row and edge into an evaluator snapshot.
@@ -135,18 +123,9 @@ func (s *Store) ListAudit(ctx context.Context, limit int) ([]AuditEntry, error) 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, at, principal, action, scope, decision, reason FROM audit_log ORDER BY id DESC LIMIT ?`, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []AuditEntry
-	for rows.Next() {
+	return queryAll(ctx, s.db, func(sc scanner) (AuditEntry, error) {
 		var a AuditEntry
-		if err := rows.Scan(&a.ID, &a.At, &a.Principal, &a.Action, &a.Scope, &a.Decision, &a.Reason); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
+		err := sc.Scan(&a.ID, &a.At, &a.Principal, &a.Action, &a.Scope, &a.Decision, &a.Reason)
+		return a, err
+	}, `SELECT id, at, principal, action, scope, decision, reason FROM audit_log ORDER BY id DESC LIMIT ?`, limit)
 }

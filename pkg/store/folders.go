@@ -34,7 +34,7 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 	if f.AgentCommand == nil {
 		cmd = []byte("[]")
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx conn) error {
 		if parent != "" {
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM folders WHERE path = ?`, parent).Scan(&one)
@@ -48,14 +48,14 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 		t := now()
 		_, err := tx.ExecContext(ctx, `INSERT INTO folders (path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, f.Path, f.DisplayName, string(cmd), f.GuestMemoryMiB, f.GuestCPUs, t)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("folder %q: %w", f.Path, ErrExists)
 		}
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT OR IGNORE INTO acl_membership (member, role, granted_by, created_at) VALUES (?, 'role:member', 'folder-add', ?)`,
-			"folder:"+f.Path, t)
+		_, err = tx.ExecContext(ctx, `INSERT INTO acl_membership (member, role, granted_by, created_at) VALUES (?, 'role:member', 'folder-add', ?)
+			ON CONFLICT DO NOTHING`, "folder:"+f.Path, t)
 		return err
 	})
 }
@@ -91,7 +91,7 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 // DeleteFolder removes a folder that has no children, with its grants,
 // membership edges, secrets, network rules, sessions and observers.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx conn) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
 		// byte order. A range, not LIKE, so no character in a name is special.
 		var n int

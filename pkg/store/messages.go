@@ -41,32 +41,35 @@ type Chat struct {
 // a (chat, platform_id) pair returns the stored row and dup=true.
 func (s *Store) PutMessage(ctx context.Context, m Message) (Message, bool, error) {
 	m.Direction, m.Status = "in", ""
+	var out Message
 	dup := false
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
+		if err := tx.lock(ctx, s.d.lockMessages); err != nil {
+			return err
+		}
 		t := now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, platform, created_at) VALUES (?, ?, ?) ON CONFLICT (jid) DO NOTHING`,
 			m.ChatJID, m.Platform, t); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO messages
+		id, err := tx.insertID(ctx, `INSERT INTO messages
 			(chat_jid, platform, room, sender, text, reply_to, verb, platform_id, folder, topic, how, direction, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'in', ?)
 			ON CONFLICT (chat_jid, platform_id) WHERE platform_id != '' DO NOTHING`,
 			m.ChatJID, m.Platform, m.Room, m.Sender, m.Text, m.ReplyTo, m.Verb, m.PlatformID, m.Folder, m.Topic, m.How, t)
+		if errors.Is(err, sql.ErrNoRows) { // the conflict: a repeat
+			dup = true
+			out, err = scanMessage(tx.QueryRowContext(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND platform_id = ?`, m.ChatJID, m.PlatformID))
+			return err
+		}
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			dup = true
-			prev, err := scanMessage(tx.QueryRowContext(ctx, `SELECT `+msgCols+` FROM messages WHERE chat_jid = ? AND platform_id = ?`, m.ChatJID, m.PlatformID))
-			m = prev
-			return err
-		}
-		m.CreatedAt = t
-		m.ID, err = res.LastInsertId()
-		return err
+		dup, out = false, m
+		out.ID, out.CreatedAt = id, t
+		return nil
 	})
-	return m, dup, err
+	return out, dup, err
 }
 
 const msgCols = `id, chat_jid, platform, room, sender, text, reply_to, verb, platform_id, folder, topic, how, direction, status, created_at`
@@ -126,7 +129,7 @@ func (s *Store) SetEngagement(ctx context.Context, jid, folder, topic string, at
 
 // AdvanceCursor moves a chat's agent_cursor forward to id; it never moves back.
 func (s *Store) AdvanceCursor(ctx context.Context, jid string, id int64) error {
-	if err := affected(s.db.ExecContext(ctx, `UPDATE chats SET agent_cursor = MAX(agent_cursor, ?) WHERE jid = ?`, id, jid)); err != nil {
+	if err := affected(s.db.ExecContext(ctx, `UPDATE chats SET agent_cursor = `+s.d.greatest+`(agent_cursor, ?) WHERE jid = ?`, id, jid)); err != nil {
 		return fmt.Errorf("chat %q: %w", jid, err)
 	}
 	return nil

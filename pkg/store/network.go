@@ -17,7 +17,7 @@ type NetworkRule struct {
 func (s *Store) SetNetworkRule(ctx context.Context, r NetworkRule) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO network_rules (folder, host, effect, created_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (folder, host) DO UPDATE SET effect = excluded.effect`, r.Folder, r.Host, r.Effect, now())
-	if isForeignKey(err) {
+	if s.isForeignKey(err) {
 		return fmt.Errorf("folder %q: %w", r.Folder, ErrNotFound)
 	}
 	return err
@@ -42,18 +42,9 @@ func (s *Store) NetworkRules(ctx context.Context, folders ...string) ([]NetworkR
 			args[i] = f
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY folder, host`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []NetworkRule
-	for rows.Next() {
+	return queryAll(ctx, s.db, func(sc scanner) (NetworkRule, error) {
 		var r NetworkRule
-		if err := rows.Scan(&r.Folder, &r.Host, &r.Effect); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+		err := sc.Scan(&r.Folder, &r.Host, &r.Effect)
+		return r, err
+	}, q+` ORDER BY folder, host`, args...)
 }

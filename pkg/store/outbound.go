@@ -36,7 +36,10 @@ func scanOutbound(sc scanner) (Outbound, error) {
 // PutOutbound stores a pending outbound message. The platform is the chat's
 // when the caller leaves it empty; a chat never seen before is created.
 func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
+		if err := tx.lock(ctx, s.d.lockMessages); err != nil {
+			return err
+		}
 		t := now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, platform, created_at) VALUES (?, ?, ?) ON CONFLICT (jid) DO NOTHING`,
 			o.ChatJID, o.Platform, t); err != nil {
@@ -51,14 +54,11 @@ func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
 			// A chat first named by an agent: its jid is "<platform>:<id>".
 			o.Platform, _, _ = strings.Cut(o.ChatJID, ":")
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO messages (chat_jid, platform, sender, text, reply_to, folder, topic, how,
+		var err error
+		o.ID, err = tx.insertID(ctx, `INSERT INTO messages (chat_jid, platform, sender, text, reply_to, folder, topic, how,
 			direction, status, attempts, next_attempt_at, turn_id, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, 'reply', 'out', 'pending', 0, ?, ?, ?)`,
 			o.ChatJID, o.Platform, "folder:"+o.Folder, o.Text, o.ReplyTo, o.Folder, o.Topic, t, o.TurnID, t)
-		if err != nil {
-			return err
-		}
-		o.ID, err = res.LastInsertId()
 		o.Status, o.NextAttemptAt, o.CreatedAt = "pending", t, t
 		return err
 	})
@@ -130,17 +130,17 @@ type Internal struct {
 // next turn, carrying the delegation depth the host tracks.
 func (s *Store) PutInternal(ctx context.Context, in Internal) (int64, error) {
 	var id int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
+		if err := tx.lock(ctx, s.d.lockMessages); err != nil {
+			return err
+		}
 		t := now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chats (jid, created_at) VALUES (?, ?) ON CONFLICT (jid) DO NOTHING`, in.ChatJID, t); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO messages (chat_jid, sender, text, folder, topic, how, direction, depth, created_at)
+		var err error
+		id, err = tx.insertID(ctx, `INSERT INTO messages (chat_jid, sender, text, folder, topic, how, direction, depth, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, 'in', ?, ?)`, in.ChatJID, "folder:"+in.From, in.Text, in.To, in.Topic, in.How, in.Depth, t)
-		if err != nil {
-			return err
-		}
-		id, err = res.LastInsertId()
 		return err
 	})
 	return id, err
@@ -149,5 +149,5 @@ func (s *Store) PutInternal(ctx context.Context, in Internal) (int64, error) {
 // RecentFolderMessages returns up to limit of the newest messages (both
 // directions, observe rows included) stored for folder, oldest first.
 func (s *Store) RecentFolderMessages(ctx context.Context, folder string, limit int) ([]Message, error) {
-	return queryAll(ctx, s.db, scanMessage, `SELECT * FROM (SELECT `+msgCols+` FROM messages WHERE folder = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, folder, limit)
+	return queryAll(ctx, s.db, scanMessage, `SELECT * FROM (SELECT `+msgCols+` FROM messages WHERE folder = ? ORDER BY id DESC LIMIT ?) AS recent ORDER BY id`, folder, limit)
 }

@@ -11,18 +11,22 @@ import (
 
 // InsertRoute adds a route and returns it with its id.
 func (s *Store) InsertRoute(ctx context.Context, r router.Route) (router.Route, error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO routes (seq, match, target, created_at) VALUES (?, ?, ?, ?)`, r.Seq, r.Match, r.Target, now())
-	if err != nil {
-		return r, err
-	}
-	r.ID, err = res.LastInsertId()
+	var err error
+	r.ID, err = s.db.insertID(ctx, `INSERT INTO routes (seq, match, target, created_at) VALUES (?, ?, ?, ?)`, r.Seq, r.Match, r.Target, now())
+	return r, err
+}
+
+const routeCols = `id, seq, match, target`
+
+func scanRoute(sc scanner) (router.Route, error) {
+	var r router.Route
+	err := sc.Scan(&r.ID, &r.Seq, &r.Match, &r.Target)
 	return r, err
 }
 
 // GetRoute returns one route.
 func (s *Store) GetRoute(ctx context.Context, id int64) (router.Route, error) {
-	var r router.Route
-	err := s.db.QueryRowContext(ctx, `SELECT id, seq, match, target FROM routes WHERE id = ?`, id).Scan(&r.ID, &r.Seq, &r.Match, &r.Target)
+	r, err := scanRoute(s.db.QueryRowContext(ctx, `SELECT `+routeCols+` FROM routes WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("route %d: %w", id, ErrNotFound)
 	}
@@ -31,20 +35,7 @@ func (s *Store) GetRoute(ctx context.Context, id int64) (router.Route, error) {
 
 // ListRoutes returns routes in resolution order (seq, then id).
 func (s *Store) ListRoutes(ctx context.Context) ([]router.Route, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, seq, match, target FROM routes ORDER BY seq, id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []router.Route
-	for rows.Next() {
-		var r router.Route
-		if err := rows.Scan(&r.ID, &r.Seq, &r.Match, &r.Target); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanRoute, `SELECT `+routeCols+` FROM routes ORDER BY seq, id`)
 }
 
 // DeleteRoute removes a route.

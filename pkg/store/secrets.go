@@ -78,26 +78,21 @@ func (s *Store) SecretRows(ctx context.Context, kind, id string) ([]SecretRow, e
 }
 
 func (s *Store) secretRows(ctx context.Context, kind, id string) ([]SecretRow, error) {
-	q := `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets WHERE scope_kind != '` + KeyCheckKind + `'`
+	q := `SELECT ` + secretCols + ` FROM secrets WHERE scope_kind != '` + KeyCheckKind + `'`
 	var args []any
 	if kind != "" {
 		q += ` AND scope_kind = ? AND scope_id = ?`
 		args = []any{kind, id}
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY scope_kind, scope_id, name`, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []SecretRow
-	for rows.Next() {
-		var r SecretRow
-		if err := rows.Scan(&r.ScopeKind, &r.ScopeID, &r.Name, &r.Value, &r.UpdatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanSecret, q+` ORDER BY scope_kind, scope_id, name`, args...)
+}
+
+const secretCols = `scope_kind, scope_id, name, value, updated_at`
+
+func scanSecret(sc scanner) (SecretRow, error) {
+	var r SecretRow
+	err := sc.Scan(&r.ScopeKind, &r.ScopeID, &r.Name, &r.Value, &r.UpdatedAt)
+	return r, err
 }
 
 // ResealSecrets rewrites every row through fn in one transaction; fn returns
@@ -105,22 +100,10 @@ func (s *Store) secretRows(ctx context.Context, kind, id string) ([]SecretRow, e
 // or none is.
 func (s *Store) ResealSecrets(ctx context.Context, fn func(SecretRow) ([]byte, error)) (int, error) {
 	n := 0
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT scope_kind, scope_id, name, value, updated_at FROM secrets`)
+	err := s.tx(ctx, func(tx conn) error {
+		n = 0 // a retried transaction counts afresh
+		all, err := queryAll(ctx, tx, scanSecret, `SELECT `+secretCols+` FROM secrets`)
 		if err != nil {
-			return err
-		}
-		var all []SecretRow
-		for rows.Next() {
-			var r SecretRow
-			if err := rows.Scan(&r.ScopeKind, &r.ScopeID, &r.Name, &r.Value, &r.UpdatedAt); err != nil {
-				rows.Close()
-				return err
-			}
-			all = append(all, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, r := range all {

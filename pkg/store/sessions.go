@@ -32,7 +32,7 @@ func (s *Store) EnsureSession(ctx context.Context, folder, topic, newID string) 
 	t := now()
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO sessions (folder, topic, session_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (folder, topic) DO UPDATE SET updated_at = excluded.updated_at`, folder, topic, newID, t, t); err != nil {
-		if isForeignKey(err) {
+		if s.isForeignKey(err) {
 			return Session{}, fmt.Errorf("folder %q: %w", folder, ErrNotFound)
 		}
 		return Session{}, err
@@ -45,7 +45,7 @@ func (s *Store) InsertSession(ctx context.Context, x Session) error {
 	t := now()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (folder, topic, session_id, parent_topic, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 		x.Folder, x.Topic, x.SessionID, x.ParentTopic, t, t)
-	if isUnique(err) {
+	if s.isUnique(err) {
 		return fmt.Errorf("session %s#%s: %w", x.Folder, x.Topic, ErrExists)
 	}
 	return err
@@ -55,7 +55,7 @@ func (s *Store) InsertSession(ctx context.Context, x Session) error {
 func (s *Store) AddObserver(ctx context.Context, observer, source string) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO observers (observer, source, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
 		observer, source, now())
-	if isForeignKey(err) {
+	if s.isForeignKey(err) {
 		return fmt.Errorf("observe %s from %s: %w", source, observer, ErrNotFound)
 	}
 	return err
@@ -68,20 +68,7 @@ func (s *Store) RemoveObserver(ctx context.Context, observer, source string) err
 
 // Observed lists the folders observer watches.
 func (s *Store) Observed(ctx context.Context, observer string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT source FROM observers WHERE observer = ? ORDER BY source`, observer)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var x string
-		if err := rows.Scan(&x); err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanString, `SELECT source FROM observers WHERE observer = ? ORDER BY source`, observer)
 }
 
 // Observation is one observer folder watching a source folder.

@@ -1,6 +1,7 @@
-// Package store is arizuko's SQLite database: one file under the data dir,
-// WAL, foreign keys, embedded numbered migrations. It is the only package
-// that speaks SQL.
+// Package store is arizuko's database: by default SQLite, one file under the data dir
+// (WAL, foreign keys), or PostgreSQL named by a URL for a control plane that outgrows
+// one host. Both run the same embedded numbered migrations, each written in its
+// dialect, behind one API. It is the only package that speaks SQL.
 package store
 
 import (
@@ -11,13 +12,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/url"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
 // Sentinel errors callers branch on.
@@ -27,9 +26,11 @@ var (
 	ErrConflict      = errors.New("conflict")
 	ErrSchemaTooNew  = errors.New("database schema is newer than this binary")
 	ErrMigrationFile = errors.New("bad migration file name")
+	ErrBadURL        = errors.New("bad store URL")
+	ErrUnreachable   = errors.New("store unreachable")
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrationFS embed.FS
 
 type migration struct {
@@ -38,8 +39,10 @@ type migration struct {
 	sql     string
 }
 
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
+// loadMigrations reads one dialect's migrations, in version order.
+func loadMigrations(d *dialect) ([]migration, error) {
+	dir := "migrations/" + d.name
+	entries, err := fs.ReadDir(migrationFS, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +53,7 @@ func loadMigrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 {
 			return nil, fmt.Errorf("%s: %w", e.Name(), ErrMigrationFile)
 		}
-		body, err := fs.ReadFile(migrationFS, "migrations/"+e.Name())
+		body, err := fs.ReadFile(migrationFS, dir+"/"+e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +70,7 @@ func loadMigrations() ([]migration, error) {
 
 // LatestVersion is the schema version this binary migrates to.
 func LatestVersion() int {
-	ms, err := loadMigrations()
+	ms, err := loadMigrations(sqliteDialect)
 	if err != nil {
 		panic(err) // embedded at build time; a test covers it
 	}
@@ -76,46 +79,56 @@ func LatestVersion() int {
 
 // Store wraps the database handle.
 type Store struct {
-	db   *sql.DB
-	path string
+	sql   *sql.DB
+	db    conn
+	d     *dialect
+	path  string    // the SQLite file; "" for PostgreSQL
+	claim *sql.Conn // holds Claim's lock until Close
 }
 
-// DSN returns the connection string for path: foreign keys, WAL, a busy
-// timeout, FULL sync so a commit survives power loss, and immediate write
-// transactions so concurrent writers queue instead of failing to upgrade.
-func DSN(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
+func newStore(db *sql.DB, d *dialect) *Store {
+	return &Store{sql: db, db: conn{db, d}, d: d}
 }
 
-// Open opens (creating if needed) the database at path and migrates it to
-// the latest version.
-func Open(ctx context.Context, path string) (*Store, error) {
-	return open(ctx, path, 0)
+// Close closes the database, releasing a Claim.
+func (s *Store) Close() error {
+	if s.claim != nil {
+		s.claim.Close()
+	}
+	return s.sql.Close()
 }
 
-func open(ctx context.Context, path string, upTo int) (*Store, error) {
-	db, err := sql.Open("sqlite", DSN(path))
+// ErrClaimed is a store another daemon runs on.
+var ErrClaimed = errors.New("store is in use by another arizuko serve")
+
+// Claim takes the store for this daemon until Close: two daemons on one database
+// would both run every folder's turns and answer each message twice. A SQLite file
+// needs no claim; the data dir's lock covers it.
+func (s *Store) Claim(ctx context.Context) error {
+	if s.d.claim == "" || s.claim != nil {
+		return nil
+	}
+	c, err := s.sql.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return err
 	}
-	s := &Store{db: db, path: path}
-	if err := s.migrate(ctx, upTo); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store %s: %w", path, err)
+	var ok bool
+	if err := c.QueryRowContext(ctx, s.d.claim).Scan(&ok); err != nil {
+		c.Close()
+		return err
 	}
-	return s, nil
+	if !ok {
+		c.Close()
+		return fmt.Errorf("%w: stop it first, or give this one its own database", ErrClaimed)
+	}
+	s.claim = c
+	return nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Dialect names the engine: "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
 
-// Path is the database file.
+// Path is the SQLite database file; "" for PostgreSQL.
 func (s *Store) Path() string { return s.path }
 
 // Version returns the highest applied migration.
@@ -128,12 +141,11 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 // migrate applies every migration above the current version, each in its own
 // transaction together with its schema_version row. upTo > 0 stops early (tests).
 func (s *Store) migrate(ctx context.Context, upTo int) error {
-	ms, err := loadMigrations()
+	ms, err := loadMigrations(s.d)
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+	if _, err := s.db.ExecContext(ctx, s.d.schemaVersion); err != nil {
 		return fmt.Errorf("schema_version: %w", err)
 	}
 	cur, err := s.Version(ctx)
@@ -147,7 +159,20 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 		if m.version <= cur || (upTo > 0 && m.version > upTo) {
 			continue
 		}
-		err := s.tx(ctx, func(tx *sql.Tx) error {
+		applied := false
+		err := s.tx(ctx, func(tx conn) error {
+			// Another process may be migrating the same database: one at a time, and
+			// a version it applied meanwhile is skipped.
+			if err := tx.lock(ctx, s.d.lockSchema); err != nil {
+				return err
+			}
+			var v int
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&v); err != nil {
+				return err
+			}
+			if applied = v < m.version; !applied {
+				return nil
+			}
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
@@ -157,17 +182,42 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
-		slog.Info("store migrated", "version", m.version, "name", m.name)
+		if applied {
+			slog.Info("store migrated", "version", m.version, "name", m.name)
+		}
 	}
 	return nil
 }
 
-func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// txAttempts bounds the runs of one transaction that keeps losing races.
+const txAttempts = 10
+
+// tx runs fn in a transaction. A transaction PostgreSQL aborts because a concurrent
+// one won (SERIALIZABLE) runs again, as a SQLite writer would have waited its turn;
+// fn must therefore only set its results, never accumulate them. One that keeps
+// losing is ErrConflict.
+func (s *Store) tx(ctx context.Context, fn func(conn) error) error {
+	var err error
+	for attempt := 1; attempt <= txAttempts; attempt++ {
+		if err = s.tx1(ctx, fn); err == nil || s.d.code(err) != codeRetry {
+			return err
+		}
+		backoff := time.Duration(attempt) * time.Duration(2+rand.IntN(8)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+	return fmt.Errorf("%w: gave up after %d attempts: %w", ErrConflict, txAttempts, err)
+}
+
+func (s *Store) tx1(ctx context.Context, fn func(conn) error) error {
+	tx, err := s.sql.BeginTx(ctx, s.d.txOptions)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(conn{tx, s.d}); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -177,21 +227,10 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 func now() int64 { return time.Now().UnixMilli() }
 
 // isUnique reports a UNIQUE or PRIMARY KEY constraint violation.
-func isUnique(err error) bool {
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	const constraintUnique, constraintPrimaryKey = 2067, 1555
-	return coded.Code() == constraintUnique || coded.Code() == constraintPrimaryKey
-}
+func (s *Store) isUnique(err error) bool { return err != nil && s.d.code(err) == codeUnique }
 
 // isForeignKey reports a FOREIGN KEY constraint violation.
-func isForeignKey(err error) bool {
-	var coded interface{ Code() int }
-	const constraintForeignKey = 787
-	return errors.As(err, &coded) && coded.Code() == constraintForeignKey
-}
+func (s *Store) isForeignKey(err error) bool { return err != nil && s.d.code(err) == codeForeignKey }
 
 // affected turns "no row changed" into ErrNotFound.
 func affected(res sql.Result, err error) error {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -11,236 +10,239 @@ import (
 	"github.com/crackbox/crackbox/pkg/router"
 )
 
-func openT(t *testing.T) *Store {
-	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "arizuko.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 func tables(t *testing.T, s *Store) []string {
 	t.Helper()
-	rows, err := s.db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	q := `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+	if s.Dialect() == "postgres" {
+		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name COLLATE "C"`
+	}
+	out, err := queryAll(context.Background(), s.db, scanString, q)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		rows.Scan(&n)
-		out = append(out, n)
 	}
 	return out
 }
 
 func TestMigrateFromEmpty(t *testing.T) {
-	s := openT(t)
-	ctx := context.Background()
-	if v, err := s.Version(ctx); err != nil || v != LatestVersion() || v < 2 {
-		t.Fatalf("version = %d, %v; latest %d", v, err, LatestVersion())
-	}
-	want := []string{"acl", "acl_membership", "adapters", "api_tokens", "audit_log", "chats", "folders", "messages", "network_rules",
-		"observers", "routes", "schema_version", "secrets", "sessions", "turns"}
-	if got := tables(t, s); !reflect.DeepEqual(got, want) {
-		t.Fatalf("tables = %v\nwant %v", got, want)
-	}
-	var fk int
-	s.db.QueryRow(`PRAGMA foreign_keys`).Scan(&fk)
-	var mode string
-	s.db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
-	if fk != 1 || mode != "wal" {
-		t.Fatalf("foreign_keys=%d journal_mode=%s", fk, mode)
-	}
-	// Seed rows equal acl.Seeds.
-	rows, err := s.ListGrants(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range rows {
-		rows[i].ID = 0
-	}
-	if !reflect.DeepEqual(rows, acl.Seeds) {
-		t.Fatalf("seed rows %+v\nwant %+v", rows, acl.Seeds)
-	}
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		if v, err := s.Version(ctx); err != nil || v != LatestVersion() || v < 2 {
+			t.Fatalf("version = %d, %v; latest %d", v, err, LatestVersion())
+		}
+		want := []string{"acl", "acl_membership", "adapters", "api_tokens", "audit_log", "chats", "folders", "messages", "network_rules",
+			"observers", "routes", "schema_version", "secrets", "sessions", "turns"}
+		if got := tables(t, s); !reflect.DeepEqual(got, want) {
+			t.Fatalf("tables = %v\nwant %v", got, want)
+		}
+		if b.name == "sqlite" {
+			var fk int
+			s.db.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk)
+			var mode string
+			s.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode)
+			if fk != 1 || mode != "wal" {
+				t.Fatalf("foreign_keys=%d journal_mode=%s", fk, mode)
+			}
+		}
+		// Seed rows equal acl.Seeds.
+		rows, err := s.ListGrants(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows {
+			rows[i].ID = 0
+		}
+		if !reflect.DeepEqual(rows, acl.Seeds) {
+			t.Fatalf("seed rows %+v\nwant %+v", rows, acl.Seeds)
+		}
+	})
 }
 
 // TestMigrateFromEachVersion stops at every earlier version with data in the
 // tables that version has, then opens with the full binary.
 func TestMigrateFromEachVersion(t *testing.T) {
-	ctx := context.Background()
-	for v := 1; v < LatestVersion(); v++ {
-		path := filepath.Join(t.TempDir(), "old.db")
-		old, err := open(ctx, path, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, _ := old.Version(ctx); got != v {
-			t.Fatalf("stopped at %d, want %d", got, v)
-		}
-		if err := old.InsertFolder(ctx, Folder{Path: "corp"}, ""); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := old.PutMessage(ctx, Message{ChatJID: "c1", Text: "before upgrade"}); err != nil && v >= 2 {
-			t.Fatal(err)
-		} else if err != nil {
-			// PutMessage reads columns added later; write the v1 shape directly.
-			if _, err := old.db.Exec(`INSERT INTO chats (jid, created_at) VALUES ('c1', 0)`); err != nil {
+	each(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		for v := 1; v < LatestVersion(); v++ {
+			path := b.newDB(t)
+			old, err := b.openAt(t, path, v)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := old.db.Exec(`INSERT INTO messages (chat_jid, text, created_at) VALUES ('c1', 'before upgrade', 0)`); err != nil {
+			if got, _ := old.Version(ctx); got != v {
+				t.Fatalf("stopped at %d, want %d", got, v)
+			}
+			if err := old.InsertFolder(ctx, Folder{Path: "corp"}, ""); err != nil {
 				t.Fatal(err)
 			}
-		}
-		old.Close()
+			if _, _, err := old.PutMessage(ctx, Message{ChatJID: "c1", Text: "before upgrade"}); err != nil && v >= 2 {
+				t.Fatal(err)
+			} else if err != nil {
+				// PutMessage reads columns added later; write the v1 shape directly.
+				if _, err := old.db.ExecContext(ctx, `INSERT INTO chats (jid, created_at) VALUES ('c1', 0)`); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := old.db.ExecContext(ctx, `INSERT INTO messages (chat_jid, text, created_at) VALUES ('c1', 'before upgrade', 0)`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old.Close()
 
-		s, err := Open(ctx, path)
-		if err != nil {
-			t.Fatalf("from v%d: %v", v, err)
+			s, err := b.openAt(t, path, 0)
+			if err != nil {
+				t.Fatalf("from v%d: %v", v, err)
+			}
+			if got, _ := s.Version(ctx); got != LatestVersion() {
+				t.Fatalf("from v%d: at %d", v, got)
+			}
+			msgs, err := s.ListMessages(ctx, "c1", 0, 10)
+			if err != nil || len(msgs) != 1 || msgs[0].Text != "before upgrade" || msgs[0].Direction != "in" {
+				t.Fatalf("from v%d: messages %+v, %v", v, msgs, err)
+			}
+			if _, err := s.GetFolder(ctx, "corp"); err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
 		}
-		if got, _ := s.Version(ctx); got != LatestVersion() {
-			t.Fatalf("from v%d: at %d", v, got)
-		}
-		msgs, err := s.ListMessages(ctx, "c1", 0, 10)
-		if err != nil || len(msgs) != 1 || msgs[0].Text != "before upgrade" || msgs[0].Direction != "in" {
-			t.Fatalf("from v%d: messages %+v, %v", v, msgs, err)
-		}
-		if _, err := s.GetFolder(ctx, "corp"); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-	}
+	})
 }
 
 func TestSchemaTooNew(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "new.db")
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.db.Exec(`INSERT INTO schema_version (version, name, applied_at) VALUES (?, 'future', 0)`, LatestVersion()+1)
-	s.Close()
-	_, err = Open(context.Background(), path)
-	if !errors.Is(err, ErrSchemaTooNew) {
-		t.Fatalf("err = %v, want ErrSchemaTooNew", err)
-	}
+	each(t, func(t *testing.T, b backend) {
+		path := b.newDB(t)
+		s, err := b.openAt(t, path, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.db.ExecContext(context.Background(), `INSERT INTO schema_version (version, name, applied_at) VALUES (?, 'future', 0)`, LatestVersion()+1)
+		s.Close()
+		_, err = b.openAt(t, path, 0)
+		if !errors.Is(err, ErrSchemaTooNew) {
+			t.Fatalf("err = %v, want ErrSchemaTooNew", err)
+		}
+	})
 }
 
 func TestFoldersTree(t *testing.T) {
-	s := openT(t)
-	ctx := context.Background()
-	if err := s.InsertFolder(ctx, Folder{Path: "corp/eng"}, "corp"); !errors.Is(err, ErrNoParent) {
-		t.Fatalf("no parent: %v", err)
-	}
-	for _, f := range []struct{ path, parent string }{{"corp", ""}, {"corp/eng", "corp"}, {"corp/eng/sre", "corp/eng"}, {"corp/engx", "corp"}, {"corp_x", ""}} {
-		if err := s.InsertFolder(ctx, Folder{Path: f.path, AgentCommand: []string{"agent", "--x"}}, f.parent); err != nil {
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		if err := s.InsertFolder(ctx, Folder{Path: "corp/eng"}, "corp"); !errors.Is(err, ErrNoParent) {
+			t.Fatalf("no parent: %v", err)
+		}
+		for _, f := range []struct{ path, parent string }{{"corp", ""}, {"corp/eng", "corp"}, {"corp/eng/sre", "corp/eng"}, {"corp/engx", "corp"}, {"corp_x", ""},
+			{"corp/Eng", "corp"}, {"corp/Eng/x", "corp/Eng"}} {
+			if err := s.InsertFolder(ctx, Folder{Path: f.path, AgentCommand: []string{"agent", "--x"}}, f.parent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.InsertFolder(ctx, Folder{Path: "corp"}, ""); !errors.Is(err, ErrExists) {
+			t.Fatalf("dup: %v", err)
+		}
+		if err := s.DeleteFolder(ctx, "corp/eng"); !errors.Is(err, ErrHasChildren) {
+			t.Fatalf("delete with children: %v", err)
+		}
+		// corp/engx and corp/Eng/x are not children of corp/eng (in byte order, whatever
+		// the database's locale), and '_' / '%' are not wildcards.
+		if _, err := s.InsertGrant(ctx, acl.Grant{Principal: "folder:corp/eng/sre", Action: "mcp:send", Scope: "corp", Effect: acl.Allow}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := s.InsertFolder(ctx, Folder{Path: "corp"}, ""); !errors.Is(err, ErrExists) {
-		t.Fatalf("dup: %v", err)
-	}
-	if err := s.DeleteFolder(ctx, "corp/eng"); !errors.Is(err, ErrHasChildren) {
-		t.Fatalf("delete with children: %v", err)
-	}
-	// corp/engx is not a child of corp/eng, and '_' / '%' are not wildcards.
-	if _, err := s.InsertGrant(ctx, acl.Grant{Principal: "folder:corp/eng/sre", Action: "mcp:send", Scope: "corp", Effect: acl.Allow}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.PutSecret(ctx, SecretRow{ScopeKind: "folder", ScopeID: "corp/eng/sre", Name: "K", Value: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteFolder(ctx, "corp/eng/sre"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteFolder(ctx, "corp/eng"); err != nil {
-		t.Fatalf("corp/engx counted as a child: %v", err)
-	}
-	if g, _ := s.ListGrants(ctx, "folder:corp/eng/sre"); len(g) != 0 {
-		t.Fatalf("grants of a deleted folder kept: %+v", g)
-	}
-	if n, _ := s.ListSecretNames(ctx, "folder", "corp/eng/sre"); len(n) != 0 {
-		t.Fatalf("secrets of a deleted folder kept: %+v", n)
-	}
-	if err := s.DeleteFolder(ctx, "corp/eng"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("delete twice: %v", err)
-	}
-	f, err := s.GetFolder(ctx, "corp")
-	if err != nil || !reflect.DeepEqual(f.AgentCommand, []string{"agent", "--x"}) {
-		t.Fatalf("get: %+v %v", f, err)
-	}
-	p, _ := s.Policy(ctx)
-	if !p.Decide("folder:corp", "mcp:reply", "corp").Allow {
-		t.Fatal("new folder is not a member")
-	}
-	if p.Decide("folder:corp/eng", "mcp:reply", "corp/eng").Allow {
-		t.Fatal("deleted folder kept its membership")
-	}
+		if err := s.PutSecret(ctx, SecretRow{ScopeKind: "folder", ScopeID: "corp/eng/sre", Name: "K", Value: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteFolder(ctx, "corp/eng/sre"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteFolder(ctx, "corp/eng"); err != nil {
+			t.Fatalf("corp/engx or corp/Eng/x counted as a child: %v", err)
+		}
+		if g, _ := s.ListGrants(ctx, "folder:corp/eng/sre"); len(g) != 0 {
+			t.Fatalf("grants of a deleted folder kept: %+v", g)
+		}
+		if n, _ := s.ListSecretNames(ctx, "folder", "corp/eng/sre"); len(n) != 0 {
+			t.Fatalf("secrets of a deleted folder kept: %+v", n)
+		}
+		if err := s.DeleteFolder(ctx, "corp/eng"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("delete twice: %v", err)
+		}
+		f, err := s.GetFolder(ctx, "corp")
+		if err != nil || !reflect.DeepEqual(f.AgentCommand, []string{"agent", "--x"}) {
+			t.Fatalf("get: %+v %v", f, err)
+		}
+		p, _ := s.Policy(ctx)
+		if !p.Decide("folder:corp", "mcp:reply", "corp").Allow {
+			t.Fatal("new folder is not a member")
+		}
+		if p.Decide("folder:corp/eng", "mcp:reply", "corp/eng").Allow {
+			t.Fatal("deleted folder kept its membership")
+		}
+	})
 }
 
 func TestPutMessageDedup(t *testing.T) {
-	s := openT(t)
-	ctx := context.Background()
-	a, dup, err := s.PutMessage(ctx, Message{ChatJID: "tg:1", PlatformID: "p1", Text: "hi", Folder: "corp"})
-	if err != nil || dup {
-		t.Fatal(err, dup)
-	}
-	b, dup, err := s.PutMessage(ctx, Message{ChatJID: "tg:1", PlatformID: "p1", Text: "hi again"})
-	if err != nil || !dup || b.ID != a.ID || b.Text != "hi" {
-		t.Fatalf("dup = %v %+v %v", dup, b, err)
-	}
-	if _, dup, _ := s.PutMessage(ctx, Message{ChatJID: "tg:1", Text: "no id"}); dup {
-		t.Fatal("empty platform id deduplicated")
-	}
-	if _, dup, _ := s.PutMessage(ctx, Message{ChatJID: "tg:1", Text: "no id"}); dup {
-		t.Fatal("empty platform id deduplicated")
-	}
-	if n, _ := s.CountMessages(ctx); n != 3 {
-		t.Fatalf("count = %d", n)
-	}
-	if err := s.AdvanceCursor(ctx, "tg:1", 2); err != nil {
-		t.Fatal(err)
-	}
-	s.AdvanceCursor(ctx, "tg:1", 1)
-	if err := s.SetEngagement(ctx, "tg:1", "corp", "t", 42); err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.GetChat(ctx, "tg:1")
-	if err != nil || c.AgentCursor != 2 || c.EngagedFolder != "corp" || c.EngagedAt != 42 {
-		t.Fatalf("chat %+v %v", c, err)
-	}
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		a, dup, err := s.PutMessage(ctx, Message{ChatJID: "tg:1", PlatformID: "p1", Text: "hi", Folder: "corp"})
+		if err != nil || dup {
+			t.Fatal(err, dup)
+		}
+		again, dup, err := s.PutMessage(ctx, Message{ChatJID: "tg:1", PlatformID: "p1", Text: "hi again"})
+		if err != nil || !dup || again.ID != a.ID || again.Text != "hi" {
+			t.Fatalf("dup = %v %+v %v", dup, again, err)
+		}
+		if _, dup, _ := s.PutMessage(ctx, Message{ChatJID: "tg:1", Text: "no id"}); dup {
+			t.Fatal("empty platform id deduplicated")
+		}
+		if _, dup, _ := s.PutMessage(ctx, Message{ChatJID: "tg:1", Text: "no id"}); dup {
+			t.Fatal("empty platform id deduplicated")
+		}
+		if n, _ := s.CountMessages(ctx); n != 3 {
+			t.Fatalf("count = %d", n)
+		}
+		if err := s.AdvanceCursor(ctx, "tg:1", 2); err != nil {
+			t.Fatal(err)
+		}
+		s.AdvanceCursor(ctx, "tg:1", 1)
+		if err := s.SetEngagement(ctx, "tg:1", "corp", "t", 42); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.GetChat(ctx, "tg:1")
+		if err != nil || c.AgentCursor != 2 || c.EngagedFolder != "corp" || c.EngagedAt != 42 {
+			t.Fatalf("chat %+v %v", c, err)
+		}
+	})
 }
 
 func TestRoutesAndGrants(t *testing.T) {
-	s := openT(t)
-	ctx := context.Background()
-	r2, _ := s.InsertRoute(ctx, router.Route{Seq: 20, Target: "b"})
-	r1, _ := s.InsertRoute(ctx, router.Route{Seq: 10, Match: "platform=tg", Target: "a"})
-	rs, err := s.ListRoutes(ctx)
-	if err != nil || len(rs) != 2 || rs[0].ID != r1.ID || rs[1].ID != r2.ID {
-		t.Fatalf("routes %+v %v", rs, err)
-	}
-	g := acl.Grant{Principal: "user:a", Action: "mcp:*", Scope: "x/**", Effect: acl.Allow}
-	if _, err := s.InsertGrant(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.InsertGrant(ctx, g); !errors.Is(err, ErrExists) {
-		t.Fatalf("dup grant: %v", err)
-	}
-	if err := s.InsertEdge(ctx, acl.Edge{Member: "user:a", Role: "role:x"}, "t"); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Audit(ctx, acl.Decision{Principal: "user:a", Action: "x", Scope: "y", Reason: "r"}); err != nil {
-		t.Fatal(err)
-	}
-	au, _ := s.ListAudit(ctx, 10)
-	if len(au) != 1 || au[0].Decision != "deny" {
-		t.Fatalf("audit %+v", au)
-	}
-	if err := s.SetNetworkRule(ctx, NetworkRule{Folder: "nope", Host: "a.com", Effect: "allow"}); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("rule on missing folder: %v", err)
-	}
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		r2, _ := s.InsertRoute(ctx, router.Route{Seq: 20, Target: "b"})
+		r1, _ := s.InsertRoute(ctx, router.Route{Seq: 10, Match: "platform=tg", Target: "a"})
+		rs, err := s.ListRoutes(ctx)
+		if err != nil || len(rs) != 2 || rs[0].ID != r1.ID || rs[1].ID != r2.ID {
+			t.Fatalf("routes %+v %v", rs, err)
+		}
+		g := acl.Grant{Principal: "user:a", Action: "mcp:*", Scope: "x/**", Effect: acl.Allow}
+		if _, err := s.InsertGrant(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.InsertGrant(ctx, g); !errors.Is(err, ErrExists) {
+			t.Fatalf("dup grant: %v", err)
+		}
+		if err := s.InsertEdge(ctx, acl.Edge{Member: "user:a", Role: "role:x"}, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Audit(ctx, acl.Decision{Principal: "user:a", Action: "x", Scope: "y", Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		au, _ := s.ListAudit(ctx, 10)
+		if len(au) != 1 || au[0].Decision != "deny" {
+			t.Fatalf("audit %+v", au)
+		}
+		if err := s.SetNetworkRule(ctx, NetworkRule{Folder: "nope", Host: "a.com", Effect: "allow"}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("rule on missing folder: %v", err)
+		}
+	})
 }

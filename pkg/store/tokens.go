@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/crackbox/crackbox/pkg/acl"
@@ -36,22 +35,20 @@ func scanToken(sc scanner) (Token, error) {
 // memberships of its principal, in one transaction, so a token never exists
 // without them.
 func (s *Store) InsertToken(ctx context.Context, t Token, sum []byte, grants []acl.Grant, edges []acl.Edge) (Token, error) {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
 		t.CreatedAt = now()
-		res, err := tx.ExecContext(ctx, `INSERT INTO api_tokens (name, kind, platform, sum, created_by, created_at)
+		var err error
+		t.ID, err = tx.insertID(ctx, `INSERT INTO api_tokens (name, kind, platform, sum, created_by, created_at)
 			VALUES (?, ?, ?, ?, ?, ?)`, t.Name, t.Kind, t.Platform, sum, t.CreatedBy, t.CreatedAt)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("token %q: %w", t.Name, ErrExists)
 		}
 		if err != nil {
 			return err
 		}
-		if t.ID, err = res.LastInsertId(); err != nil {
-			return err
-		}
 		for _, g := range grants {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO acl (principal, action, scope, effect, params, granted_by, grant_option, created_at)
-				VALUES (?, ?, ?, ?, '', ?, 0, ?) ON CONFLICT DO NOTHING`, g.Principal, g.Action, g.Scope, string(g.Effect), g.GrantedBy, t.CreatedAt); err != nil {
+				VALUES (?, ?, ?, ?, '', ?, FALSE, ?) ON CONFLICT DO NOTHING`, g.Principal, g.Action, g.Scope, string(g.Effect), g.GrantedBy, t.CreatedAt); err != nil {
 				return err
 			}
 		}
@@ -83,7 +80,7 @@ func (s *Store) TokenSums(ctx context.Context) ([]TokenSum, error) {
 // DeleteToken removes a token with every acl row and membership of its
 // principal, in one transaction, so a new token of the same name starts clean.
 func (s *Store) DeleteToken(ctx context.Context, name, principal string) error {
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx conn) error {
 		if err := affected(tx.ExecContext(ctx, `DELETE FROM api_tokens WHERE name = ?`, name)); err != nil {
 			return fmt.Errorf("token %q: %w", name, err)
 		}

@@ -72,48 +72,32 @@ type WorkKey struct {
 // PendingWork lists every (folder, topic) holding an open turn or unclaimed
 // inbound messages; the turn queue sweeps it at start and periodically.
 func (s *Store) PendingWork(ctx context.Context) ([]WorkKey, error) {
-	rows, err := s.db.QueryContext(ctx, `
+	return queryAll(ctx, s.db, func(sc scanner) (WorkKey, error) {
+		var k WorkKey
+		err := sc.Scan(&k.Folder, &k.Topic)
+		return k, err
+	}, `
 		SELECT folder, topic FROM turns WHERE status IN ('queued', 'running')
 		UNION
 		SELECT m.folder, m.topic FROM messages m
 		WHERE m.folder != '' AND m.direction = 'in' AND m.how != 'observe'
 		AND m.id > (SELECT COALESCE(MAX(t.last_message), 0) FROM turns t WHERE t.folder = m.folder AND t.topic = m.topic)
 		ORDER BY 1, 2`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []WorkKey
-	for rows.Next() {
-		var k WorkKey
-		if err := rows.Scan(&k.Folder, &k.Topic); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
 }
 
 // CreateTurn claims the messages first..last of (folder, topic) for a new
 // queued turn. The depth is the deepest delegation among those messages.
 func (s *Store) CreateTurn(ctx context.Context, folder, topic string, first, last int64) (Turn, error) {
 	var t Turn
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx conn) error {
 		var depth int
 		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(depth), 0) FROM messages WHERE folder = ? AND topic = ? AND id BETWEEN ? AND ?`,
 			folder, topic, first, last).Scan(&depth); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO turns (folder, topic, status, first_message, last_message, depth, created_at)
-			VALUES (?, ?, 'queued', ?, ?, ?, ?)`, folder, topic, first, last, depth, now())
-		if err != nil {
-			return err
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return err
-		}
-		t, err = scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnCols+` FROM turns WHERE id = ?`, id))
+		var err error
+		t, err = scanTurn(tx.QueryRowContext(ctx, `INSERT INTO turns (folder, topic, status, first_message, last_message, depth, created_at)
+			VALUES (?, ?, 'queued', ?, ?, ?, ?) RETURNING `+turnCols, folder, topic, first, last, depth, now()))
 		return err
 	})
 	return t, err
@@ -175,7 +159,7 @@ func (s *Store) FinishTurn(ctx context.Context, id int64, e TurnEnd) error {
 	if e.Status != TurnDone && e.Status != TurnFailed {
 		return fmt.Errorf("turn %d: status %q: want done or failed", id, e.Status)
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx conn) error {
 		var exit any
 		if e.ExitCode != nil {
 			exit = *e.ExitCode
@@ -186,7 +170,7 @@ func (s *Store) FinishTurn(ctx context.Context, id int64, e TurnEnd) error {
 			e.Status, e.Outcome, exit, e.Egress, e.Error, now(), id)); err != nil {
 			return fmt.Errorf("turn %d: %w", id, err)
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE chats SET agent_cursor = MAX(agent_cursor, (
+		_, err := tx.ExecContext(ctx, `UPDATE chats SET agent_cursor = `+s.d.greatest+`(agent_cursor, (
 				SELECT MAX(m.id) FROM messages m, turns t WHERE t.id = ? AND m.chat_jid = chats.jid
 				AND m.folder = t.folder AND m.topic = t.topic AND m.id BETWEEN t.first_message AND t.last_message))
 			WHERE jid IN (SELECT m.chat_jid FROM messages m, turns t WHERE t.id = ?
