@@ -22,12 +22,14 @@
 // crackbox alone (cmd/crackbox):
 //
 //	pkg/admin           the proxy daemon's admin API and state file
+//	pkg/fleet           the registry proxy replicas share through a JetStream KV bucket
 //	pkg/runrec          run records (crackbox runs)
 //	pkg/logfile         append-only, size-capped log files
 //
 // arizuko alone (cmd/arizuko):
 //
 //	pkg/service         arizuko's operations (local and remote behind one interface)
+//	pkg/service/servicetest  the test fixture: a fresh data dir with a bootstrapped service
 //	pkg/api             its HTTP API and scoped tokens
 //	pkg/store           the store, SQLite or PostgreSQL (the only package with SQL)
 //	pkg/folder          folders (tenants)
