@@ -61,6 +61,7 @@ type chatSession struct {
 	since    int64 // the folder's newest turn when the session began
 	undeliv  int   // messages that reached no folder
 	lastSent int64 // id of the newest message posted that a turn must answer
+	answered bool  // a reply or notice arrived since the last line was posted
 
 	mu        sync.Mutex
 	typing    bool
@@ -138,6 +139,7 @@ func (c *chatSession) run(ctx context.Context) error {
 			return c.outcome(context.Background())
 		case p := <-c.replies:
 			c.setTyping(false)
+			c.answered = true
 			fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
 		case l, ok := <-lines:
 			if !ok {
@@ -149,19 +151,26 @@ func (c *chatSession) run(ctx context.Context) error {
 				continue
 			}
 			if strings.TrimSpace(l) != "" && c.post(ctx, l) {
-				pendingSince = time.Now()
+				pendingSince, c.answered = time.Now(), false
 			}
 		case <-tick.C:
 			busy := c.busy(ctx)
 			c.setTyping(busy)
 			if !busy && lines == nil && time.Since(pendingSince) > 2*c.poll {
-				// Input is over and the folder is idle: drain what arrived.
+				// Input is over and the folder is idle: drain what arrived. The turn's
+				// reply or failure notice is delivered after the turn ends, so a loaded
+				// daemon gets ten polls to send the first one.
+				wait := c.poll
+				if !c.answered {
+					wait = 10 * c.poll
+				}
 				for {
 					select {
 					case p := <-c.replies:
 						fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
+						c.answered, wait = true, c.poll
 						continue
-					case <-time.After(c.poll):
+					case <-time.After(wait):
 					}
 					return c.outcome(ctx)
 				}
