@@ -37,7 +37,7 @@ with "arizuko token rm NAME".`,
 			return nil
 		}),
 	}
-	add.Flags().StringVar(&kind, "kind", service.KindRead, "admin, read or adapter")
+	add.Flags().StringVar(&kind, "kind", service.KindRead, "admin, read, adapter or runner")
 	add.Flags().StringVar(&platform, "platform", "", "the adapter token's platform (e.g. slack)")
 	ls := &cobra.Command{
 		Use: "ls", Short: "List API tokens (names and kinds; never the tokens)", Args: cobra.NoArgs,

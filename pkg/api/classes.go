@@ -12,6 +12,7 @@ const (
 	Write    Class = "write"    // changes: admin tokens only
 	Ingest   Class = "ingest"   // posting inbound messages: admin and adapter tokens
 	Outbound Class = "outbound" // reading an outbound queue: admin, read and adapter tokens
+	Fleet    Class = "fleet"    // a runner pulling turns: admin and runner tokens
 )
 
 // Route is one registered method and path pattern.
@@ -26,6 +27,11 @@ var classes = map[string]Class{
 	"POST /v1/messages": Ingest,
 	"POST /v1/resolve":  Read, // a dry run: stores nothing
 	"GET /v1/outbound":  Outbound,
+
+	"GET /v1/fleet/whoami":   Fleet,
+	"POST /v1/fleet/claim":   Fleet,
+	"POST /v1/fleet/outcome": Fleet,
+	"POST /v1/fleet/mcp":     Fleet,
 }
 
 // classOf is the class of an authenticated route: its entry in classes, else
@@ -48,6 +54,8 @@ func (c Class) allows(kind string) bool {
 		return c == Read || c == Outbound
 	case service.KindAdapter:
 		return c == Ingest || c == Outbound
+	case service.KindRunner:
+		return c == Fleet
 	}
 	return false
 }

@@ -95,6 +95,10 @@ type Turn struct {
 	// a direct address or an engagement: only then does answering it engage
 	// the chat.
 	Engage bool
+	// ReplyKey, when set, names each outbound message the turn writes, so a
+	// turn run again after its runner died writes the same keys and the store
+	// keeps one copy (store.Outbound.Key).
+	ReplyKey func() string
 }
 
 func (t Turn) principal() string { return "folder:" + t.Folder }

@@ -117,8 +117,12 @@ func (h *handler) out(ctx context.Context, chat, text, replyTo string) (string, 
 	if err := validText("text", text); err != nil {
 		return "", err
 	}
+	key := ""
+	if h.t.ReplyKey != nil {
+		key = h.t.ReplyKey()
+	}
 	o, err := h.s.o.Store.PutOutbound(ctx, store.Outbound{ChatJID: chat, Folder: h.t.Folder, Topic: h.t.Topic, Text: text,
-		ReplyTo: replyTo, TurnID: h.t.TurnID})
+		ReplyTo: replyTo, TurnID: h.t.TurnID, Key: key})
 	if err != nil {
 		return "", err
 	}

@@ -21,6 +21,8 @@ const (
 	KindAdmin   = "admin"
 	KindRead    = "read"
 	KindAdapter = "adapter"
+	// KindRunner is a fleet runner's: it may only pull, run and report turns.
+	KindRunner = "runner"
 )
 
 // ErrBadToken is a token that is missing, malformed, unknown or revoked.
@@ -78,7 +80,7 @@ func (in TokenIn) validate() error {
 		return invalid("token name %q: want 1..64 of a-z 0-9 . _ -", in.Name)
 	}
 	switch in.Kind {
-	case KindAdmin, KindRead:
+	case KindAdmin, KindRead, KindRunner:
 		if in.Platform != "" {
 			return invalid("platform %q: only adapter tokens have a platform", in.Platform)
 		}
@@ -87,7 +89,7 @@ func (in TokenIn) validate() error {
 			return err
 		}
 	default:
-		return invalid("token kind %q: want admin, read or adapter", in.Kind)
+		return invalid("token kind %q: want admin, read, adapter or runner", in.Kind)
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ type Outbound struct {
 	Attempts      int    `json:"attempts"`
 	NextAttemptAt int64  `json:"next_attempt_at"`
 	CreatedAt     int64  `json:"created_at"`
+	// Key makes the write idempotent: a second PutOutbound with the same key
+	// stores nothing and returns the first message.
+	Key string `json:"-"`
 }
 
 const outCols = `id, chat_jid, platform, folder, topic, text, reply_to, turn_id, status, attempts, next_attempt_at, created_at`
@@ -45,6 +48,16 @@ func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
 			o.ChatJID, o.Platform, t); err != nil {
 			return err
 		}
+		if o.Key != "" {
+			prev, err := scanOutbound(tx.QueryRowContext(ctx, `SELECT `+outCols+` FROM messages WHERE reply_key = ?`, o.Key))
+			if err == nil {
+				prev.Key, o = o.Key, prev
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
 		if o.Platform == "" {
 			if err := tx.QueryRowContext(ctx, `SELECT platform FROM chats WHERE jid = ?`, o.ChatJID).Scan(&o.Platform); err != nil {
 				return err
@@ -56,9 +69,9 @@ func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
 		}
 		var err error
 		o.ID, err = tx.insertID(ctx, `INSERT INTO messages (chat_jid, platform, sender, text, reply_to, folder, topic, how,
-			direction, status, attempts, next_attempt_at, turn_id, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'reply', 'out', 'pending', 0, ?, ?, ?)`,
-			o.ChatJID, o.Platform, "folder:"+o.Folder, o.Text, o.ReplyTo, o.Folder, o.Topic, t, o.TurnID, t)
+			direction, status, attempts, next_attempt_at, turn_id, created_at, reply_key)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'reply', 'out', 'pending', 0, ?, ?, ?, NULLIF(?, ''))`,
+			o.ChatJID, o.Platform, "folder:"+o.Folder, o.Text, o.ReplyTo, o.Folder, o.Topic, t, o.TurnID, t, o.Key)
 		o.Status, o.NextAttemptAt, o.CreatedAt = "pending", t, t
 		return err
 	})

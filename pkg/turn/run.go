@@ -238,7 +238,8 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
 	}
 	// The socket is bound before the guest starts, so the agent finds it at once.
-	ln, err := q.o.Gated.Listen(ctx, gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo, Engage: engage})
+	gt := gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo, Engage: engage}
+	ln, err := q.o.Gated.Listen(ctx, gt)
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -249,7 +250,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	var out limitBuf
 	res, err := q.o.Runner.Run(ctx, Job{
 		Turn: t, Argv: f.AgentCommand, Env: env, Secrets: inj, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
-		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out,
+		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out, MCP: gt,
 	})
 	res.ran = true
 	return res, out.Bytes(), err

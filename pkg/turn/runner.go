@@ -44,6 +44,9 @@ type Job struct {
 	MemoryMiB int
 	CPUs      int
 	Stdout    io.Writer // agent output, kept for the turn log
+	// MCP is what the host fixed for the turn's socket, for a runner that
+	// serves the folder's tools somewhere else than Socket (pkg/dispatch).
+	MCP gated.Turn
 }
 
 // Result is how an attempt ended.

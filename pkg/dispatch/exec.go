@@ -1,0 +1,132 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/turn"
+)
+
+// maxOutput bounds the agent output an outcome carries back.
+const maxOutput = 2048
+
+// execute runs a claimed job on this host: the folder's home under DataDir,
+// its MCP socket bound here and carried to the control plane, the agent
+// through the runner's turn.Runner.
+func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome {
+	out := Outcome{Claim: c}
+	fail := func(err error, terminal bool) Outcome {
+		out.Exit, out.Error, out.Terminal = 1, err.Error(), terminal
+		return out
+	}
+	home, err := folder.EnsureHome(r.o.DataDir, w.Folder)
+	if err != nil {
+		return fail(err, true)
+	}
+	tunnel := func(g net.Conn) {
+		defer g.Close()
+		rwc, err := r.o.Client.Tunnel(ctx, c)
+		if err != nil {
+			r.o.Log.Warn("tool session not opened", "turn", c.Turn, "err", err)
+			return
+		}
+		splice(ctx, g, rwc)
+	}
+	ln, err := listen(gated.SocketPath(r.o.DataDir, w.Folder))
+	if err != nil {
+		return fail(err, false)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			g, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); tunnel(g) }()
+		}
+	}()
+	var tail tailBuf
+	res, err := r.o.Exec.Run(ctx, turn.Job{
+		Turn: store.Turn{ID: it.Turn, Folder: w.Folder, Topic: w.Topic, Attempts: it.Attempt - 1},
+		Argv: w.Argv, Env: w.Env, Prompt: w.Prompt, HostHome: home, GuestHome: w.GuestHome, Allow: w.Allow,
+		Socket: ln.Addr().String(), MCPConn: tunnel, MemoryMiB: w.MemoryMiB, CPUs: w.CPUs, Stdout: &tail,
+	})
+	out.Exit, out.ExecError, out.Egress, out.Output = res.Exit, res.ExecError, res.Egress, string(tail.Bytes())
+	if err != nil {
+		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)
+	}
+	return out
+}
+
+// listen binds the folder's socket on this host, owner-only.
+func listen(path string) (net.Listener, error) {
+	if len(path) >= 108 {
+		return nil, fmt.Errorf("%s is %d bytes, unix sockets allow 107; use a shorter --data: %w", path, len(path), gated.ErrSocketPath)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// splice copies both ways until either side ends or ctx does.
+func splice(ctx context.Context, a net.Conn, b io.ReadWriteCloser) {
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(b, a); done <- struct{}{} }()
+	go func() { io.Copy(a, b); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	a.Close()
+	b.Close()
+}
+
+// tailBuf keeps the last maxOutput bytes the agent wrote.
+type tailBuf struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 4*maxOutput {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuf) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) > maxOutput {
+		return append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
+	}
+	return append([]byte(nil), b.buf...)
+}
