@@ -27,6 +27,7 @@ type Config struct {
 	// the timeouts. What a guest may reach is each folder's network rules.
 	Proxy config.Proxy `toml:"proxy"`
 	Store StoreConfig  `toml:"store"`
+	Fleet FleetConfig  `toml:"fleet"`
 
 	file string
 	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and

@@ -19,7 +19,10 @@ arizuko chat demo`,
 	"arizuko init": `sudo arizuko init                     # /var/lib/arizuko
 arizuko init --data ~/arizuko`,
 	"arizuko serve": `arizuko serve
-arizuko serve --data /var/lib/arizuko --log-level debug`,
+arizuko serve --data /var/lib/arizuko --log-level debug
+arizuko serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222`,
+	"arizuko runner": `arizuko token add kvm-host-1 --kind runner
+arizuko runner --nats nats://n1:4222,nats://n2:4222 --server https://arizuko.internal:7480 --token azk_… --capacity 4 --label kvm=true`,
 	"arizuko chat": `arizuko chat demo
 arizuko chat corp/eng --topic release`,
 	"arizuko folder": `arizuko folder add demo --agent "python3 /home/node/agent.py"

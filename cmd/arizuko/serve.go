@@ -24,7 +24,7 @@ import (
 
 // newServeCmd is `arizuko serve`.
 func newServeCmd(a *app) *cobra.Command {
-	var listen string
+	var listen, natsURL string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the arizuko daemon (HTTP API)",
@@ -43,10 +43,12 @@ secrets.key_file or <data>/secrets.key names).`,
 			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
 				return err
 			}
+			cfg.Fleet.NATS = firstNonEmpty(natsURL, cfg.Fleet.NATS)
 			return serve(cmd.Context(), cfg, firstNonEmpty(listen, cfg.Server.Listen))
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
+	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS JetStream URL(s): publish turns to `arizuko runner`s instead of running them here (default fleet.nats)")
 	return cmd
 }
 
@@ -105,6 +107,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer os.Remove(infoPath)
 
+	cfg.Turns.fleet = cfg.Fleet
 	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token, url)
 	if err != nil {
 		return err

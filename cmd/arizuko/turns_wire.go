@@ -13,6 +13,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
+	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
@@ -48,6 +49,7 @@ type TurnsConfig struct {
 	MaxTurnsPerDay int `toml:"max_turns_per_day"`
 
 	proxy proxy.Options // built from [proxy] by loadConfig
+	fleet FleetConfig   // [fleet] and --nats, set by serve
 }
 
 func (tc TurnsConfig) validate() error {
@@ -126,9 +128,20 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		Store: st, Gate: l.Gate(), Control: l, DataDir: l.DataDir(), MaxDepth: tc.MaxDelegationDepth,
 		OnMessage: func(f, _ string) { q.Kick(f) }, OnOutbound: d.Wake,
 	})
+	runner := newTurnRunner(tc)
+	stopFleet := func() {}
+	var fleet *dispatch.Dispatcher
+	if tc.fleet.NATS != "" {
+		var err error
+		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g); err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		runner = fleet
+	}
 	q = turn.New(turn.Options{
 		Store: st, Gate: l.Gate(), Control: l, Gated: g, DataDir: l.DataDir(),
-		Runner:          newTurnRunner(tc),
+		Runner:          runner,
 		MaxGuests:       tc.MaxConcurrentGuests,
 		GuestHome:       tc.GuestHome,
 		ObserveMessages: tc.ObserveWindowMessages,
@@ -144,16 +157,20 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
 	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	if fleet != nil {
+		fleet.Register(core)
+	}
 	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
 	wc.Register(core)
 	if self != "" {
 		if err := wc.Attach(ctx, self); err != nil {
 			cancel()
 			wg.Wait()
+			stopFleet()
 			return nil, nil, fmt.Errorf("web chat adapter: %w", err)
 		}
 	}
-	return core, func() { cancel(); wg.Wait() }, nil
+	return core, func() { cancel(); wg.Wait(); stopFleet() }, nil
 }
 
 // errNoDaemon is returned by commands that need the running daemon.

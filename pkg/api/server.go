@@ -115,6 +115,7 @@ func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) 
 				return
 			}
 			if err != nil {
+				slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
 				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
 				return

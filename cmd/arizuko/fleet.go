@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/gated"
+)
+
+// FleetConfig is the [fleet] section of arizuko.toml: turns run on runners
+// pulling from NATS JetStream instead of on this host.
+type FleetConfig struct {
+	// NATS is the cluster's URL list (nats://a:4222,nats://b:4222); "" runs
+	// turns on this host. --nats wins.
+	NATS string `toml:"nats"`
+	// Creds is a NATS credentials file (nkey or JWT) of this process.
+	Creds string `toml:"creds"`
+	// LeaseTTL is how long a folder's lease outlives its runner (default 15s).
+	LeaseTTL config.Duration `toml:"lease_ttl"`
+	// Replicas of the stream and buckets (default 3).
+	Replicas int `toml:"replicas"`
+	// Require maps a folder to the runner labels its turns need, e.g.
+	// "acme" = ["kvm=true"]; a folder needs its own and its parents' labels.
+	Require map[string][]string `toml:"require"`
+}
+
+func (fc FleetConfig) validate() error {
+	if fc.LeaseTTL.Duration < 0 || (fc.LeaseTTL.Duration > 0 && fc.LeaseTTL.Duration.Seconds() < 1) {
+		return fmt.Errorf("fleet.lease_ttl %s: want at least 1s", fc.LeaseTTL.Duration)
+	}
+	if fc.Replicas < 0 || fc.Replicas > 5 {
+		return fmt.Errorf("fleet.replicas %d: want 1 to 5 (default 3)", fc.Replicas)
+	}
+	for f, ls := range fc.Require {
+		if err := folder.Validate(f); err != nil {
+			return fmt.Errorf("fleet.require: %w", err)
+		}
+		if _, err := dispatch.ParseLabels(ls); err != nil {
+			return fmt.Errorf("fleet.require %q: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// require is the labels a folder's runner must have.
+func (fc FleetConfig) require(f string) []string {
+	var out []string
+	segs := strings.Split(f, "/")
+	for i := range segs {
+		for _, l := range fc.Require[strings.Join(segs[:i+1], "/")] {
+			if !slices.Contains(out, l) {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// startFleet connects to NATS, makes the fleet's streams and returns the
+// dispatcher that replaces the host's turn runner.
+func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server) (*dispatch.Dispatcher, func(), error) {
+	if err := fc.validate(); err != nil {
+		return nil, nil, err
+	}
+	nc, err := dispatch.Connect(fc.NATS, fc.Creds, "arizuko-serve")
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	s, err := dispatch.Ensure(ctx, js, fc.LeaseTTL.Duration, fc.Replicas, slog.Default())
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("fleet: %w", err)
+	}
+	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Require: fc.require})
+	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
+	return d, nc.Close, nil
+}
