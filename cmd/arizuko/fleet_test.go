@@ -15,14 +15,14 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// markerAgent holds a per-folder marker while its turn runs: a second live
-// turn of the folder anywhere in the fleet finds it and says so.
-const markerAgent = `if ! mkdir "$LIVE/$ARIZUKO_FOLDER.live" 2>/dev/null; then echo "$ARIZUKO_FOLDER $ARIZUKO_TURN" >> "$LIVE/overlap"; fi
+// markerAgent holds a per-folder lock while its turn runs, in every process
+// it starts: a second live turn of the folder anywhere in the fleet (or a
+// leftover process of a stopped one) makes flock fail, and that is noted.
+const markerAgent = `exec 9>"$LIVE/$ARIZUKO_FOLDER.lock"
+flock -n 9 || echo "$ARIZUKO_FOLDER $ARIZUKO_TURN" >> "$LIVE/overlap"
 echo "$ARIZUKO_FOLDER $ARIZUKO_TURN $HOME" >> "$LIVE/ran"
 sleep 0.3
-python3 "$AGENT"; rc=$?
-rmdir "$LIVE/$ARIZUKO_FOLDER.live"
-exit $rc`
+exec python3 "$AGENT"`
 
 // converse sends rounds messages to each folder, one at a time per folder
 // (the next after the last one's reply), all folders at once.

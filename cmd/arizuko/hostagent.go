@@ -24,8 +24,10 @@ func (hostProcess) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + j.HostHome}, j.Env...)
 	cmd.Env = append(cmd.Env, "ARIZUKO_MCP_SOCKET="+j.Socket)
-	// The agent dies with its runner, as a guest would.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The agent and all it started die with its turn or its runner, as a
+	// guest would.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = j.HostHome, strings.NewReader(j.Prompt), j.Stdout, j.Stdout
 	var ee *exec.ExitError
 	if err := cmd.Run(); errors.As(err, &ee) {

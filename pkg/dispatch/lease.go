@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,13 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 		h.mu.Lock()
 		rctx, rcancel := context.WithTimeout(ctx, h.ttl/3)
 		rev, err := h.kv.Update(rctx, h.key, h.val, h.rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			// An update that timed out may have landed: the lease is still
+			// ours if it holds exactly our value.
+			if e, gerr := h.kv.Get(rctx, h.key); gerr == nil && bytes.Equal(e.Value(), h.val) {
+				rev, err = e.Revision(), nil
+			}
+		}
 		rcancel()
 		if err == nil {
 			h.rev, last = rev, time.Now()

@@ -1,0 +1,122 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crackbox/crackbox/pkg/turn"
+)
+
+// recorder is an agent that notes which runner ran which folder and, when
+// told, blocks until its turn is stopped.
+type recorder struct {
+	name  string
+	mu    *sync.Mutex
+	ran   *[]string
+	block chan struct{} // nil: answer at once; else block the first run
+	once  *sync.Once
+	cause *error
+}
+
+func (r recorder) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
+	r.mu.Lock()
+	*r.ran = append(*r.ran, r.name+":"+j.Turn.Folder)
+	r.mu.Unlock()
+	first := false
+	if r.once != nil {
+		r.once.Do(func() { first = true })
+	}
+	if first {
+		close(r.block)
+		<-ctx.Done()
+		r.mu.Lock()
+		*r.cause = context.Cause(ctx)
+		r.mu.Unlock()
+		return turn.Result{Exit: 1}, ctx.Err()
+	}
+	return turn.Result{}, nil
+}
+
+// A folder that requires kvm=true runs only on the runner that has it; a
+// folder without requirements runs wherever.
+func TestLabelsPickTheRunner(t *testing.T) {
+	require := func(f string) []string {
+		if f == "kvm" {
+			return []string{"kvm=true"}
+		}
+		return nil
+	}
+	p := newPlane(t, true, 3*time.Second, require, nil, "kvm", "any")
+	var mu sync.Mutex
+	var ran []string
+	p.runner(t, "plain", nil, recorder{name: "plain", mu: &mu, ran: &ran})
+	p.runner(t, "metal", []string{"kvm=true", "zone=a"}, recorder{name: "metal", mu: &mu, ran: &ran})
+	for range 4 {
+		p.post(t, "kvm", "x")
+		waitFor(t, 30*time.Second, "the kvm turn", func() bool { return p.idle(t) })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range ran {
+		if r != "metal:kvm" {
+			t.Errorf("turn ran as %s; only the kvm=true runner may run folder kvm", r)
+		}
+	}
+	if len(ran) != 4 {
+		t.Fatalf("runs %v, want 4", ran)
+	}
+}
+
+// A runner whose lease is taken from it stops its turn with ErrLeaseLost and
+// reports nothing; the turn runs again under the new lease.
+func TestLostLeaseStopsTheTurn(t *testing.T) {
+	p := newPlane(t, true, 3*time.Second, nil, nil, "a")
+	var mu sync.Mutex
+	var ran []string
+	var cause error
+	started := make(chan struct{})
+	p.runner(t, "r1", nil, recorder{name: "r1", mu: &mu, ran: &ran, block: started, once: new(sync.Once), cause: &cause})
+	p.post(t, "a", "x")
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("turn did not start")
+	}
+	// Someone else's lease replaces r1's, as after an expiry and a takeover.
+	e, err := p.setup.Leases.Get(p.ctx, LeaseKey("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l Lease
+	json.Unmarshal(e.Value(), &l)
+	l.Runner = "r2"
+	v, _ := json.Marshal(l)
+	if _, err := p.setup.Leases.Put(p.ctx, LeaseKey("a"), v); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "r1 to stop its turn", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return cause != nil
+	})
+	mu.Lock()
+	if !errors.Is(cause, ErrLeaseLost) {
+		t.Errorf("turn stopped by %v, want %v", cause, ErrLeaseLost)
+	}
+	mu.Unlock()
+	// r1's report never came: the queue still waits for the attempt, which
+	// runs again once the taken lease lapses.
+	if p.idle(t) {
+		t.Fatal("the turn ended although its runner lost the lease")
+	}
+	waitFor(t, 60*time.Second, "the turn to run again", func() bool { return p.idle(t) })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 2 {
+		t.Fatalf("runs %v, want the stopped one and the re-run", ran)
+	}
+}
