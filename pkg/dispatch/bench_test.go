@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,8 +31,10 @@ func BenchmarkDispatch(b *testing.B) {
 			l, q := p.l, p.q
 			ctx := service.WithPrincipal(context.Background(), service.AdminPrincipal)
 			st := l.Store()
+			took := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				start := time.Now()
 				if _, err := l.PostMessage(ctx, service.MessageIn{ChatJID: "web:a", Sender: "bench", Text: "go"}); err != nil {
 					b.Fatal(err)
 				}
@@ -46,7 +49,11 @@ func BenchmarkDispatch(b *testing.B) {
 					}
 					time.Sleep(200 * time.Microsecond)
 				}
+				took = append(took, time.Since(start))
 			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(took[len(took)-1].Microseconds())/1000, "max-ms")
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "turns/s")
 		})
 	}

@@ -107,6 +107,7 @@ func (d *Dispatcher) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 		}
 	}
 	log.Info("turn dispatched", "require", it.Require)
+	d.warnUnserved(ctx, it)
 	select {
 	case o := <-f.done:
 		return d.result(o, j)
@@ -180,7 +181,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 // session returns what a tool call of runner's claim c is served with.
 func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (context.Context, gated.Turn, error) {
 	f, _, err := d.verify(ctx, runner, c)
-	if err == nil && f.runner != runner {
+	if err == nil && d.claimer(f) != runner {
 		err = fmt.Errorf("turn %d is not claimed by %q: %w", c.Turn, runner, ErrNotHolder)
 	}
 	if err != nil {
@@ -197,7 +198,7 @@ func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (conte
 // Report accepts the lease holder's outcome, once, and frees the lease.
 func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error {
 	f, rev, err := d.verify(ctx, runner, o.Claim)
-	if err == nil && f.runner != runner {
+	if err == nil && d.claimer(f) != runner {
 		err = fmt.Errorf("turn %d is not claimed by %q: %w", o.Turn, runner, ErrNotHolder)
 	}
 	if err != nil {
@@ -214,6 +215,47 @@ func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error
 	}
 	d.o.Log.Info("turn outcome", "turn", o.Turn, "attempt", o.Attempt, "runner", runner, "exit", o.Exit, "err", o.Error)
 	return nil
+}
+
+// claimer is the runner whose claim of f was accepted last.
+func (d *Dispatcher) claimer(f *flight) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return f.runner
+}
+
+// warnUnserved says so when no live runner has the labels an item needs:
+// the turn waits until one comes.
+func (d *Dispatcher) warnUnserved(ctx context.Context, it Item) {
+	if len(it.Require) == 0 {
+		return
+	}
+	keys, err := d.o.Setup.Runners.ListKeys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return
+	}
+	for k := range keysOf(keys) {
+		e, err := d.o.Setup.Runners.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var a Advert
+		if json.Unmarshal(e.Value(), &a) == nil && Satisfies(a.Labels, it.Require) {
+			keys.Stop()
+			return
+		}
+	}
+	d.o.Log.Warn("no live runner has the labels this folder requires; the turn waits", "folder", it.Folder, "require", it.Require)
+}
+
+// keysOf is a lister's keys; none for a nil lister (an empty bucket).
+func keysOf(l jetstream.KeyLister) <-chan string {
+	if l == nil {
+		c := make(chan string)
+		close(c)
+		return c
+	}
+	return l.Keys()
 }
 
 func (d *Dispatcher) refused(what, runner string, c Claim, err error) {

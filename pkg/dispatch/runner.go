@@ -160,7 +160,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		if ack {
 			msg.Ack()
 		} else {
-			msg.Nak()
+			msg.NakWithDelay(contention)
 		}
 	}
 	c := Claim{Turn: it.Turn, Attempt: it.Attempt, Dispatch: it.Dispatch, Folder: it.Folder}
