@@ -27,9 +27,9 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-// fleetLeaseTTL keeps the tests' lease short, so a dead runner's turn moves
-// soon, yet long enough that a loaded machine renews it in time.
-const fleetLeaseTTL = 5 * time.Second
+// fleetLeaseTTL is the default: a loaded machine running the in-process
+// cluster under -race must renew in time, or turns churn between runners.
+const fleetLeaseTTL = 15 * time.Second
 
 // syncBuf is a log buffer written by a process's copier and read by the test.
 type syncBuf struct {
