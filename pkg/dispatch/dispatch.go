@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/crackbox/crackbox/pkg/inject"
 )
 
 // Names in JetStream.
@@ -78,15 +80,17 @@ type Claim struct {
 // Work is the job of a claimed dispatch, minus what only the runner's host
 // knows (the folder's home there, its sockets).
 type Work struct {
-	Folder    string   `json:"folder"`
-	Topic     string   `json:"topic,omitempty"`
-	Argv      []string `json:"argv"`
-	Env       []string `json:"env"`
-	Prompt    string   `json:"prompt"`
-	GuestHome string   `json:"guest_home"`
-	Allow     []string `json:"allow"`
-	MemoryMiB int      `json:"memory_mib,omitempty"`
-	CPUs      int      `json:"cpus,omitempty"`
+	Folder string   `json:"folder"`
+	Topic  string   `json:"topic,omitempty"`
+	Argv   []string `json:"argv"`
+	Env    []string `json:"env"`
+	// Secrets are injected by the run's proxy on this host (inject: grants).
+	Secrets   []inject.Secret `json:"secrets,omitempty"`
+	Prompt    string          `json:"prompt"`
+	GuestHome string          `json:"guest_home"`
+	Allow     []string        `json:"allow"`
+	MemoryMiB int             `json:"memory_mib,omitempty"`
+	CPUs      int             `json:"cpus,omitempty"`
 }
 
 // Outcome is how a claimed attempt ended on its runner.

@@ -174,7 +174,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 	d.mu.Unlock()
 	j := f.job
 	d.o.Log.Info("turn claimed", "turn", c.Turn, "attempt", c.Attempt, "runner", runner)
-	return Work{Folder: j.Turn.Folder, Topic: j.Turn.Topic, Argv: j.Argv, Env: j.Env, Prompt: j.Prompt, GuestHome: j.GuestHome,
+	return Work{Folder: j.Turn.Folder, Topic: j.Turn.Topic, Argv: j.Argv, Env: j.Env, Secrets: j.Secrets, Prompt: j.Prompt, GuestHome: j.GuestHome,
 		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs}, nil
 }
 

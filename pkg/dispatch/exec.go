@@ -63,7 +63,7 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	var tail tailBuf
 	res, err := r.o.Exec.Run(ctx, turn.Job{
 		Turn: store.Turn{ID: it.Turn, Folder: w.Folder, Topic: w.Topic, Attempts: it.Attempt - 1},
-		Argv: w.Argv, Env: w.Env, Prompt: w.Prompt, HostHome: home, GuestHome: w.GuestHome, Allow: w.Allow,
+		Argv: w.Argv, Env: w.Env, Secrets: w.Secrets, Prompt: w.Prompt, HostHome: home, GuestHome: w.GuestHome, Allow: w.Allow,
 		Socket: ln.Addr().String(), MCPConn: tunnel, MemoryMiB: w.MemoryMiB, CPUs: w.CPUs, Stdout: &tail,
 	})
 	out.Exit, out.ExecError, out.Egress, out.Output = res.Exit, res.ExecError, res.Egress, string(tail.Bytes())
