@@ -37,6 +37,7 @@
 //	pkg/acl             grants: the decision on every tool call
 //	pkg/secrets         sealed secrets
 //	pkg/turn            turns: one guest per agent turn, through pkg/netjail and pkg/jail
+//	pkg/dispatch        turns as JetStream work items for runner hosts, folder leases
 //	pkg/gated           the per-folder MCP server
 //	pkg/delivery        outbound delivery
 //	pkg/webchat         the web chat page
