@@ -11,12 +11,19 @@ import (
 // VirtiofsdPath is where Debian's QEMU ships virtiofsd.
 const VirtiofsdPath = "/usr/lib/qemu/virtiofsd"
 
+// roBindScript binds the share ($1) read-only over itself, then execs the rest of its
+// arguments, so writes fail on the host side whatever the guest does.
+const roBindScript = `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`
+
+// fsdCmd builds the virtiofsd command line (and its namespaces) for one share; the
+// daemon is handed its listening socket as fd 3.
+type fsdCmd func(s share) *exec.Cmd
+
 // startVirtiofsd serves one share on a vhost-user socket at sock, which QEMU (running as
-// vmm) connects to. crackbox creates and listens on the socket itself and hands the
-// listening fd over, so the socket's owner and mode are set before anyone can reach it.
-// A read-only share is bind-mounted read-only in a private mount namespace first, so
-// writes fail on the host side whatever the guest does.
-func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exec.Cmd, error) {
+// vmm) connects to, with the daemon build makes. crackbox creates and listens on the
+// socket itself and hands the listening fd over, so the socket's owner and mode are set
+// before anyone can reach it.
+func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File, build fsdCmd) (*exec.Cmd, error) {
 	if _, err := os.Stat(VirtiofsdPath); err != nil {
 		return nil, fmt.Errorf("virtiofsd not found at %s (Debian: apt-get install qemu-system-common): %w", VirtiofsdPath, err)
 	}
@@ -29,6 +36,27 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 	}
 	defer lf.Close()
 
+	cmd := build(s)
+	cmd.ExtraFiles = []*os.File{lf}
+	cmd.Env = vmmEnv
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start virtiofsd for %s: %w", s.Host, err)
+	}
+	return cmd, nil
+}
+
+// fsdSysProcAttr is what every virtiofsd runs with: killed with crackbox, in its own
+// process group, and (virtiofsd's own sandbox adds mount, pid and network namespaces)
+// new ipc and uts namespaces.
+func fsdSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+}
+
+// shareFsdCmd serves a user share as the host user crackbox runs as. A read-only share
+// is bind-mounted read-only in a private mount namespace first.
+func shareFsdCmd(s share) *exec.Cmd {
 	fsd := []string{VirtiofsdPath, "--fd=3", "-o", "source=" + s.Host, "-o", "cache=auto",
 		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
 		// No device nodes: a hostile guest could otherwise plant e.g. a world-writable
@@ -36,22 +64,13 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exe
 		"-o", "modcaps=-mknod"}
 	var cmd *exec.Cmd
 	if s.ReadOnly {
-		script := `mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && shift && exec "$@"`
-		args := append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", s.Host}, fsd...)
+		args := append([]string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c", roBindScript, "sh", s.Host}, fsd...)
 		cmd = exec.Command("unshare", args...)
 	} else {
 		cmd = exec.Command(fsd[0], fsd[1:]...)
 	}
-	cmd.ExtraFiles = []*os.File{lf}
-	cmd.Env = vmmEnv
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	// virtiofsd's own sandbox adds mount, pid and network namespaces; ipc and uts here.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start virtiofsd for %s: %w", s.Host, err)
-	}
-	return cmd, nil
+	cmd.SysProcAttr = fsdSysProcAttr()
+	return cmd
 }
 
 // listenVhostSocket creates the vhost-user socket a virtiofsd serves, owned by QEMU's uid

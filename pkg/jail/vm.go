@@ -63,10 +63,10 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	}
 	// A snapshot layout has its shares fixed and needs no daemons.
 	if st.layout == nil {
-		if err := v.addShares(&cfg, p.lowers, "lower", "virtiofsd-lower.log", startLowerVirtiofsd, st); err != nil {
+		if err := v.addShares(&cfg, p.lowers, "lower", "virtiofsd-lower.log", lowerFsdCmd, st); err != nil {
 			return nil, err
 		}
-		if err := v.addShares(&cfg, p.userShare, "fs", "virtiofsd.log", startVirtiofsd, st); err != nil {
+		if err := v.addShares(&cfg, p.userShare, "fs", "virtiofsd.log", shareFsdCmd, st); err != nil {
 			return nil, err
 		}
 	}
@@ -116,13 +116,10 @@ func inheritedFiles(st vmStart, cfg *vmConfig) ([]*os.File, error) {
 	return files, nil
 }
 
-// fsdStarter starts one virtiofsd serving s on sock.
-type fsdStarter func(s share, sock string, vmm *vmmIdentity, logf *os.File) (*exec.Cmd, error)
-
 // addShares attaches shares as devices: 9p ones QEMU serves itself, virtio-fs ones through
 // a virtiofsd each (sockets <prefix><i>.sock, logging to logName). Stream shares are
 // served over the control session, not as devices.
-func (v *vm) addShares(cfg *vmConfig, shares []share, prefix, logName string, start fsdStarter, st vmStart) error {
+func (v *vm) addShares(cfg *vmConfig, shares []share, prefix, logName string, build fsdCmd, st vmStart) error {
 	var logf *os.File
 	defer func() {
 		if logf != nil {
@@ -142,7 +139,7 @@ func (v *vm) addShares(cfg *vmConfig, shares []share, prefix, logName string, st
 				}
 			}
 			vs.Sock = v.rd.vmPath(prefix + strconv.Itoa(i) + ".sock")
-			c, err := start(s, vs.Sock, st.vmm, logf)
+			c, err := startVirtiofsd(s, vs.Sock, st.vmm, logf, build)
 			if err != nil {
 				return err
 			}
