@@ -11,6 +11,7 @@
 //	pkg/proxy           the egress proxy: forward and transparent modes, destination guard
 //	pkg/allow           the one host matcher every allow decision goes through
 //	pkg/dns             the per-run DNS responder (allowlisted names only)
+//	pkg/dest            the destination refusals the proxy returns and the DNS responder maps
 //	pkg/inject          secret placeholders, request rewriting, response scrubbing
 //	pkg/sharefs         the 9p server for workdir, volumes and /etc
 //	pkg/initramfs       the guest's initramfs, built in Go

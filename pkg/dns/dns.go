@@ -18,7 +18,7 @@ import (
 	mdns "github.com/miekg/dns"
 
 	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/dest"
 )
 
 // Defaults for zero Config fields.
@@ -332,9 +332,9 @@ func isName(h string) bool {
 func rcodeFor(err error) int {
 	var de *net.DNSError
 	switch {
-	case errors.Is(err, proxy.ErrPrivateAddress):
+	case errors.Is(err, dest.ErrPrivateAddress):
 		return mdns.RcodeRefused
-	case errors.Is(err, proxy.ErrNoAddress), errors.As(err, &de) && de.IsNotFound:
+	case errors.Is(err, dest.ErrNoAddress), errors.As(err, &de) && de.IsNotFound:
 		return mdns.RcodeNameError
 	}
 	return mdns.RcodeServerFailure

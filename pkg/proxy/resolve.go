@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -11,12 +10,13 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/dest"
 )
 
-// Resolution errors callers branch on.
+// Resolution errors callers branch on; pkg/dest owns them.
 var (
-	ErrPrivateAddress = errors.New("destination address not allowed")
-	ErrNoAddress      = errors.New("host has no address")
+	ErrPrivateAddress = dest.ErrPrivateAddress
+	ErrNoAddress      = dest.ErrNoAddress
 )
 
 // newResolver returns the system configuration for "" (/etc/hosts,
