@@ -212,7 +212,7 @@ func doctorVMMJail(line lineFunc, euid int) {
 // run.net and why.
 func netModeReason(configured string) (mode, why string, err error) {
 	avail := netjail.Available()
-	switch configured {
+	switch jail.CanonicalNet(configured) {
 	case "", netjail.ModeAuto:
 		if avail == nil {
 			return jail.NetTap, "auto -> tap: CAP_NET_ADMIN held, the guest gets a tap confined by nftables", nil
@@ -223,7 +223,7 @@ func netModeReason(configured string) (mode, why string, err error) {
 			return "", "tap (run.net) is not possible: " + avail.Error(), avail
 		}
 		return jail.NetTap, "tap (run.net): CAP_NET_ADMIN held", nil
-	case jail.NetProxyOnly, "user":
+	case jail.NetProxyOnly:
 		return jail.NetProxyOnly, "proxy-only (run.net): no NIC; proxy-aware clients only", nil
 	case jail.NetNone:
 		return jail.NetNone, "none (run.net): loopback only", nil

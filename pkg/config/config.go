@@ -95,7 +95,7 @@ type Log struct {
 // Accels and NetModes are the accepted values of run.accel and run.net.
 var (
 	Accels   = []string{"auto", "kvm", "tcg"}
-	NetModes = []string{"auto", jail.NetTap, jail.NetProxyOnly, jail.NetNone, "user"} // user is the older name of proxy-only
+	NetModes = []string{"auto", jail.NetTap, jail.NetProxyOnly, jail.NetNone, jail.NetProxyOnlyAlias}
 	Levels   = []string{"debug", "info", "warn", "error"}
 )
 

@@ -51,6 +51,18 @@ const (
 	NetProxyOnly = control.NetProxyOnly // no NIC; guest connections reach ProxyConn
 )
 
+// NetProxyOnlyAlias is the config file's older name for NetProxyOnly, still accepted.
+const NetProxyOnlyAlias = "user"
+
+// CanonicalNet returns mode in its one spelling: the older alias becomes NetProxyOnly,
+// anything else is returned as it is for the caller to judge.
+func CanonicalNet(mode string) string {
+	if mode == NetProxyOnlyAlias {
+		return NetProxyOnly
+	}
+	return mode
+}
+
 // DefaultProxyListen is where guest-init listens in proxy-only mode unless
 // Net.ProxyListen says otherwise. The guest always dials it; the host never does.
 const DefaultProxyListen = "127.0.0.1:3128"

@@ -179,7 +179,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 }
 
 func resolveMode(m string) (string, error) {
-	switch m {
+	switch m = jail.CanonicalNet(m); m {
 	case "", ModeAuto:
 		if Available() == nil {
 			return jail.NetTap, nil
@@ -192,8 +192,6 @@ func resolveMode(m string) (string, error) {
 		return jail.NetTap, nil
 	case jail.NetProxyOnly, jail.NetNone:
 		return m, nil
-	case "user": // the config file's older name for proxy-only
-		return jail.NetProxyOnly, nil
 	}
 	return "", fmt.Errorf("netjail: network mode %q: use auto, tap, proxy-only or none", m)
 }
