@@ -52,7 +52,7 @@
 //
 // Tests and benchmarks:
 //
-//	internal/nettest    loopback listeners, echo and TLS upstreams, busy ports, a safe buffer
+//	internal/nettest    loopback listeners, echo, TLS and DNS upstreams, busy ports, a safe buffer
 //	internal/natstest   an in-process JetStream cluster
 //	internal/pgtest     a throwaway PostgreSQL cluster
 //	internal/testreq    skip or fail on a missing prerequisite

@@ -12,38 +12,10 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
-
-// upstream is a loopback DNS server standing in for the host's resolver.
-func upstream(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &mdns.Server{PacketConn: pc, Handler: mdns.HandlerFunc(func(w mdns.ResponseWriter, r *mdns.Msg) {
-		m := new(mdns.Msg)
-		m.SetReply(r)
-		q := r.Question[0]
-		switch q.Name {
-		case "real.test.":
-			if q.Qtype == mdns.TypeA {
-				m.Answer = append(m.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60}, A: net.ParseIP("93.184.215.20")})
-			}
-		default:
-			m.Rcode = mdns.RcodeNameError
-		}
-		w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
-	return pc.LocalAddr().String()
-}
 
 type recorder struct {
 	mu sync.Mutex
@@ -56,7 +28,7 @@ func (r *recorder) add(q Query) { r.mu.Lock(); r.qs = append(r.qs, q); r.mu.Unlo
 func responder(t *testing.T, ipv6 bool, rec *recorder) *Server {
 	t.Helper()
 	p, err := proxy.New(proxy.Options{
-		Resolver: upstream(t),
+		Resolver: nettest.DNS(t, map[string][]netip.Addr{"real.test": {netip.MustParseAddr("93.184.215.20")}}),
 		Hosts: map[string][]netip.Addr{
 			"good.test":       {netip.MustParseAddr("93.184.215.10"), netip.MustParseAddr("2001:4860::10")},
 			"sub.wild.test":   {netip.MustParseAddr("93.184.215.11")},

@@ -2,15 +2,13 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
-	"github.com/miekg/dns"
-
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/testreq"
 )
 
@@ -48,32 +46,14 @@ func TestResolveIgnoresSearchDomains(t *testing.T) {
 
 func searchChild(t *testing.T) {
 	pub := netip.MustParseAddr("93.184.215.9")
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := dns.NewServeMux()
-	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		q := r.Question[0]
-		switch q.Name {
-		case "public.test.", "intranet.corp.internal.", "up.test.corp.internal.":
-			if q.Qtype == dns.TypeA {
-				rr, _ := dns.NewRR(q.Name + " 60 IN A " + pub.String())
-				m.Answer = append(m.Answer, rr)
-			}
-		default:
-			m.Rcode = dns.RcodeNameError
-		}
-		w.WriteMsg(m)
+	resolver := nettest.DNS(t, map[string][]netip.Addr{
+		"public.test":            {pub},
+		"intranet.corp.internal": {pub},
+		"up.test.corp.internal":  {pub},
 	})
-	srv := &dns.Server{PacketConn: pc, Handler: mux}
-	go srv.ActivateAndServe()
-	defer srv.Shutdown()
 
 	ctx := context.Background()
-	p, err := New(Options{Resolver: pc.LocalAddr().String()}, NewRegistry())
+	p, err := New(Options{Resolver: resolver}, NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
 	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/allow"
 )
 
@@ -176,32 +174,12 @@ func TestResolve(t *testing.T) {
 // TestResolveDNSServer runs a DNS server on loopback and points the
 // resolver option at it.
 func TestResolveDNSServer(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := dns.NewServeMux()
-	mux.HandleFunc(".", func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		q := r.Question[0]
-		if q.Qtype == dns.TypeA {
-			switch q.Name {
-			case "public.test.":
-				rr, _ := dns.NewRR("public.test. 60 IN A 93.184.215.9")
-				m.Answer = append(m.Answer, rr)
-			case "rebind.test.":
-				rr, _ := dns.NewRR("rebind.test. 60 IN A 192.168.0.10")
-				m.Answer = append(m.Answer, rr)
-			}
-		}
-		w.WriteMsg(m)
+	resolver := nettest.DNS(t, map[string][]netip.Addr{
+		"public.test": {netip.MustParseAddr("93.184.215.9")},
+		"rebind.test": {netip.MustParseAddr("192.168.0.10")},
 	})
-	srv := &dns.Server{PacketConn: pc, Handler: mux}
-	go srv.ActivateAndServe()
-	defer srv.Shutdown()
 
-	p, err := New(Options{Resolver: pc.LocalAddr().String()}, NewRegistry())
+	p, err := New(Options{Resolver: resolver}, NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
