@@ -1,6 +1,6 @@
 // Package nettest holds the network fixtures tests share: loopback servers that run a
-// handler per connection, an echo upstream, a DNS server, the holder of the ports a guest dials, and a
-// buffer servers may write while the test reads. Every listener is closed at cleanup.
+// handler per connection, an echo upstream, a DNS server, the holder of the ports a guest
+// dials, and a buffer servers may write while the test reads. Every listener is closed at cleanup.
 package nettest
 
 import (
