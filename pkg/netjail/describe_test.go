@@ -41,10 +41,9 @@ func describe(r *nftables.Rule) string {
 				continue
 			}
 			switch e.Key {
-			case expr.MetaKeyIIFNAME:
-				parts = append(parts, "iif="+strings.TrimRight(string(c.Data), "\x00"))
-			case expr.MetaKeyOIFNAME:
-				parts = append(parts, "oif="+strings.TrimRight(string(c.Data), "\x00"))
+			case expr.MetaKeyIIFNAME, expr.MetaKeyOIFNAME:
+				dir := map[expr.MetaKey]string{expr.MetaKeyIIFNAME: "iif", expr.MetaKeyOIFNAME: "oif"}[e.Key]
+				parts = append(parts, dir+"="+strings.TrimRight(string(c.Data), "\x00"))
 			case expr.MetaKeyNFPROTO:
 				parts = append(parts, map[byte]string{unix.NFPROTO_IPV4: "ipv4", unix.NFPROTO_IPV6: "ipv6"}[c.Data[0]])
 			case expr.MetaKeyL4PROTO:
@@ -61,12 +60,9 @@ func describe(r *nftables.Rule) string {
 				op = "!="
 			}
 			switch {
-			case e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 12:
+			case e.Base == expr.PayloadBaseNetworkHeader && (e.Offset == 12 || e.Offset == 16):
 				a, _ := netip.AddrFromSlice(c.Data)
-				parts = append(parts, "saddr"+op+a.String())
-			case e.Base == expr.PayloadBaseNetworkHeader && e.Offset == 16:
-				a, _ := netip.AddrFromSlice(c.Data)
-				parts = append(parts, "daddr"+op+a.String())
+				parts = append(parts, map[uint32]string{12: "saddr", 16: "daddr"}[e.Offset]+op+a.String())
 			case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2:
 				parts = append(parts, fmt.Sprintf("dport%s%d", op, binary.BigEndian.Uint16(c.Data)))
 			case e.Base == expr.PayloadBaseTransportHeader && e.Offset == 0 && e.Len == 1:
@@ -123,8 +119,8 @@ func next[T expr.Any](ex []expr.Any, i *int) (T, bool) {
 	return v, ok
 }
 
-// chainRules returns the described rules of one chain of a table.
-func chainRules(t *testing.T, table, chain string) []string {
+// getRules reads one chain of an inet table back from the kernel.
+func getRules(t *testing.T, table, chain string) []*nftables.Rule {
 	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
@@ -135,6 +131,13 @@ func chainRules(t *testing.T, table, chain string) []string {
 	if err != nil {
 		t.Fatalf("get rules %s/%s: %v", table, chain, err)
 	}
+	return rules
+}
+
+// chainRules returns the described rules of one chain of a table.
+func chainRules(t *testing.T, table, chain string) []string {
+	t.Helper()
+	rules := getRules(t, table, chain)
 	out := make([]string, len(rules))
 	for i, r := range rules {
 		out[i] = describe(r)
@@ -145,16 +148,7 @@ func chainRules(t *testing.T, table, chain string) []string {
 // dropCount returns the packet counter of the rule with the given comment.
 func dropCount(t *testing.T, table, chain, comment string) uint64 {
 	t.Helper()
-	c, err := nftables.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb := &nftables.Table{Name: table, Family: nftables.TableFamilyINet}
-	rules, err := c.GetRules(tb, &nftables.Chain{Name: chain, Table: tb})
-	if err != nil {
-		t.Fatalf("get rules %s/%s: %v", table, chain, err)
-	}
-	for _, r := range rules {
+	for _, r := range getRules(t, table, chain) {
 		if s, _ := userdata.GetString(r.UserData, userdata.TypeComment); s != comment {
 			continue
 		}

@@ -87,18 +87,33 @@ func (r hostileResult) expect(t *testing.T, status int, reason string) {
 	}
 }
 
+// hostileCase is one flood: prefix, then chunk over and over (pause between writes), from
+// a client registered for up.test or not; status and reason are the answer wanted.
+type hostileCase struct {
+	name       string
+	registered bool
+	prefix     string
+	chunk      []byte
+	pause      time.Duration
+	status     int
+	reason     string
+}
+
+// endless is a chunk that never ends a line.
+var endless = bytes.Repeat([]byte("a"), 32<<10)
+
+// proxy starts a proxy with a short header timeout for the case's client.
+func (tc hostileCase) proxy(t *testing.T) *testProxy {
+	var entries []string
+	if tc.registered {
+		entries = []string{"up.test"}
+	}
+	return startProxy(t, Options{Hosts: hostsFor("up.test"), HeaderTimeout: 300 * time.Millisecond}, entries)
+}
+
 func TestHostileClientsForward(t *testing.T) {
-	endless := bytes.Repeat([]byte("a"), 32<<10)
 	manyHeaders := bytes.Repeat([]byte("X-Pad: aaaaaaaaaaaaaaaa\r\n"), 1000)
-	cases := []struct {
-		name       string
-		registered bool
-		prefix     string
-		chunk      []byte
-		pause      time.Duration
-		status     int
-		reason     string
-	}{
+	cases := []hostileCase{
 		{"endless request line", true, "GET http://up.test/", endless, 0, 431, ReasonBadRequest},
 		{"endless header", true, "GET http://up.test/ HTTP/1.1\r\nHost: up.test\r\nX-Long: ", endless, 0, 431, ReasonBadRequest},
 		{"endless header list", true, "GET http://up.test/ HTTP/1.1\r\nHost: up.test\r\n", manyHeaders, 0, 431, ReasonBadRequest},
@@ -108,11 +123,7 @@ func TestHostileClientsForward(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var entries []string
-			if tc.registered {
-				entries = []string{"up.test"}
-			}
-			tp := startProxy(t, Options{Hosts: hostsFor("up.test"), HeaderTimeout: 300 * time.Millisecond}, entries)
+			tp := tc.proxy(t)
 			hostile(t, tp.addr, tc.prefix, tc.chunk, tc.pause).expect(t, tc.status, tc.reason)
 			d := tp.next(t)
 			if d.Reason != tc.reason || d.Host != "" || d.Allowed {
@@ -126,21 +137,12 @@ func TestHostileClientsForward(t *testing.T) {
 // listener, where a plain-HTTP client's Host header is sniffed and a TLS
 // client's ClientHello is read before anything is decided.
 func TestHostileClientsTransparent(t *testing.T) {
-	endless := bytes.Repeat([]byte("a"), 32<<10)
 	// A ClientHello announcing the largest allowed size, then fed one
 	// handshake byte per record.
 	n := maxHelloLen
 	helloStart := string([]byte{recordHandshake, 3, 1, 0, 4, typeClientHello, byte(n >> 16), byte(n >> 8), byte(n)})
 	oneByteRecord := []byte{recordHandshake, 3, 1, 0, 1, 0}
-	cases := []struct {
-		name       string
-		registered bool
-		prefix     string
-		chunk      []byte
-		pause      time.Duration
-		status     int
-		reason     string
-	}{
+	cases := []hostileCase{
 		{"endless host header", true, "GET / HTTP/1.1\r\nHost: ", endless, 0, 431, ReasonBadRequest},
 		{"slowloris http", true, "GET / HTTP/1.1\r\nX-Slow: ", []byte("a"), 10 * time.Millisecond, 408, ReasonBadRequest},
 		{"client hello in one-byte records", true, helloStart, oneByteRecord, 0, 0, ""},
@@ -149,11 +151,7 @@ func TestHostileClientsTransparent(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var entries []string
-			if tc.registered {
-				entries = []string{"up.test"}
-			}
-			tp := startProxy(t, Options{Hosts: hostsFor("up.test"), HeaderTimeout: 300 * time.Millisecond}, entries)
+			tp := tc.proxy(t)
 			addr := startTransparent(t, tp, bogusDst(80))
 			r := hostile(t, addr, tc.prefix, tc.chunk, tc.pause)
 			r.expect(t, tc.status, tc.reason)
