@@ -112,29 +112,43 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 	if popts.Logger == nil {
 		popts.Logger = log
 	}
-
+	prepare := func() error { return r.prepareTap(ctx, o, popts, list, log) }
 	if mode == jail.NetProxyOnly {
-		p, err := proxy.New(popts, proxy.NewRegistry())
-		if err != nil {
-			return nil, err
-		}
-		r.Proxy = p
-		r.svc = &services{proxy: p}
-		listen := o.ProxyListen
-		if listen == "" {
-			listen = DefaultProxyListen
-		}
-		client := proxy.Client{ID: o.RunID, Allow: list, Secrets: o.Secrets}
-		r.Net = jail.Net{
-			Mode:        jail.NetProxyOnly,
-			ProxyListen: listen,
-			ProxyURL:    "http://" + listen,
-			ProxyConn:   func(c net.Conn) { p.ServeForwardConn(c, client) },
-			TrustCA:     trustCA(o.Secrets),
-		}
-		return r, nil
+		prepare = func() error { return r.prepareProxyOnly(o, popts, list) }
 	}
+	if err := prepare(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
 
+// prepareProxyOnly serves the run's proxy to a guest with no NIC: each connection the
+// guest makes to ProxyListen reaches it as the run's fixed client.
+func (r *Run) prepareProxyOnly(o Options, popts proxy.Options, list *allow.List) error {
+	p, err := proxy.New(popts, proxy.NewRegistry())
+	if err != nil {
+		return err
+	}
+	r.Proxy = p
+	r.svc = &services{proxy: p}
+	listen := o.ProxyListen
+	if listen == "" {
+		listen = DefaultProxyListen
+	}
+	client := proxy.Client{ID: o.RunID, Allow: list, Secrets: o.Secrets}
+	r.Net = jail.Net{
+		Mode:        jail.NetProxyOnly,
+		ProxyListen: listen,
+		ProxyURL:    "http://" + listen,
+		ProxyConn:   func(c net.Conn) { p.ServeForwardConn(c, client) },
+		TrustCA:     trustCA(o.Secrets),
+	}
+	return nil
+}
+
+// prepareTap sets up the run's tap and table and serves the proxy (forward and
+// transparent) and the DNS responder on the host side address, for the guest alone.
+func (r *Run) prepareTap(ctx context.Context, o Options, popts proxy.Options, list *allow.List, log *slog.Logger) error {
 	runsDir := o.RunsDir
 	if runsDir == "" {
 		runsDir = DefaultRunsDir()
@@ -153,14 +167,14 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 		if svc != nil {
 			svc.close()
 		}
-		return nil, err
+		return err
 	}
 	r.Link = link
 	r.svc, r.Proxy = svc, svc.proxy
 	tapFile, err := openTap(link.Tap)
 	if err != nil {
 		r.Close()
-		return nil, err
+		return err
 	}
 	r.tapFile = tapFile
 	r.Net = jail.Net{
@@ -175,7 +189,7 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 		ProxyURL: link.ProxyURL(),
 		TrustCA:  trustCA(o.Secrets),
 	}
-	return r, nil
+	return nil
 }
 
 func resolveMode(m string) (string, error) {
