@@ -19,15 +19,7 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 	d.Allowed = true
 	clientClose := req.Close // ReadRequest folds in Connection: close and HTTP/1.0 rules
 	expect := strings.EqualFold(strings.TrimSpace(req.Header.Get("Expect")), "100-continue")
-
-	removeHopByHop(req.Header)
-	req.Header.Del("Expect")
-	if _, ok := req.Header["User-Agent"]; !ok {
-		// Keep Go from inventing a User-Agent the client never sent.
-		req.Header["User-Agent"] = []string{""}
-	}
-	req.RequestURI = ""
-	req.Close = true
+	prepareUpstreamRequest(req)
 
 	finish := func(reason string, keep bool) bool {
 		d.Reason = reason
@@ -49,30 +41,76 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		}
 	}
 
-	upOut := &countWriter{w: up, c: up, idle: cfg.idleTimeout}
-	bw := bufio.NewWriter(upOut)
-	werr := req.Write(bw)
-	if werr == nil {
-		werr = bw.Flush()
-	}
-	d.BytesOut = upOut.n
+	var werr error
+	d.BytesOut, werr = sendUpstream(cfg, req, up)
 	if werr != nil {
-		if req.Body != nil {
-			req.Body.Close()
-		}
 		return fail(fmt.Errorf("send request upstream: %w", werr))
 	}
 
+	cout := &countWriter{w: s.conn, c: s.conn, idle: cfg.idleTimeout}
+	cbw := bufio.NewWriter(cout)
+	resp, err := readUpstreamResponse(cfg, req, up, cbw)
+	if err != nil {
+		cbw.Flush()
+		d.BytesIn += cout.n
+		if cout.n > 0 {
+			return finish(upstreamReason(err), false)
+		}
+		return fail(fmt.Errorf("read upstream response: %w", err))
+	}
+	defer resp.Body.Close()
+
+	clientClose = prepareClientResponse(req, resp, clientClose)
+	err = resp.Write(cbw)
+	if err == nil {
+		err = cbw.Flush()
+	}
+	d.BytesIn += cout.n
+	if err != nil {
+		return finish(upstreamReason(err), false)
+	}
+	return finish("", !clientClose)
+}
+
+// prepareUpstreamRequest strips what is the client's hop only and makes the request
+// the upstream connection's one and only.
+func prepareUpstreamRequest(req *http.Request) {
+	removeHopByHop(req.Header)
+	req.Header.Del("Expect")
+	if _, ok := req.Header["User-Agent"]; !ok {
+		// Keep Go from inventing a User-Agent the client never sent.
+		req.Header["User-Agent"] = []string{""}
+	}
+	req.RequestURI = ""
+	req.Close = true
+}
+
+// sendUpstream writes req to up and returns the bytes that went out. On error the
+// request body is closed.
+func sendUpstream(cfg *config, req *http.Request, up net.Conn) (int64, error) {
+	upOut := &countWriter{w: up, c: up, idle: cfg.idleTimeout}
+	bw := bufio.NewWriter(upOut)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil && req.Body != nil {
+		req.Body.Close()
+	}
+	return upOut.n, err
+}
+
+// readUpstreamResponse reads the upstream's final response head, passing informational
+// answers (103 Early Hints) through to cbw as they come. A switch of protocols nobody
+// asked for is an error.
+func readUpstreamResponse(cfg *config, req *http.Request, up net.Conn, cbw *bufio.Writer) (*http.Response, error) {
 	// An upstream's response headers are bounded too, if more generously
 	// than a client's: they are held whole before the client sees a byte.
 	udr := &deadlineReader{c: up, idle: func() time.Duration { return cfg.idleTimeout }}
 	udr.bound(time.Time{}, maxResponseHeaderBytes)
 	ubr := bufio.NewReader(udr)
-	cout := &countWriter{w: s.conn, c: s.conn, idle: cfg.idleTimeout}
-	cbw := bufio.NewWriter(cout)
 	resp, err := http.ReadResponse(ubr, req)
 	for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-		// Informational answers (103 Early Hints) pass through as they are.
 		removeHopByHop(resp.Header)
 		fmt.Fprintf(cbw, "HTTP/1.1 %s\r\n", resp.Status)
 		resp.Header.Write(cbw)
@@ -84,18 +122,15 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		err = fmt.Errorf("response headers exceed %d KiB", maxResponseHeaderBytes>>10)
 	}
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body.Close()
 		err = fmt.Errorf("upstream switched protocols although no upgrade was requested")
 	}
-	if err != nil {
-		cbw.Flush()
-		d.BytesIn += cout.n
-		if cout.n > 0 {
-			return finish(upstreamReason(err), false)
-		}
-		return fail(fmt.Errorf("read upstream response: %w", err))
-	}
-	defer resp.Body.Close()
+	return resp, err
+}
 
+// prepareClientResponse makes resp fit for the client as HTTP/1.1 from this proxy and
+// returns whether the client connection closes after it.
+func prepareClientResponse(req *http.Request, resp *http.Response, clientClose bool) bool {
 	removeHopByHop(resp.Header)
 	// Only the proxy speaks for itself in this header.
 	resp.Header.Del(ErrorHeader)
@@ -111,15 +146,7 @@ func (s *httpSession) forward(cfg *config, d Decision, req *http.Request, up net
 		}
 	}
 	resp.Close = clientClose
-	err = resp.Write(cbw)
-	if err == nil {
-		err = cbw.Flush()
-	}
-	d.BytesIn += cout.n
-	if err != nil {
-		return finish(upstreamReason(err), false)
-	}
-	return finish("", !clientClose)
+	return clientClose
 }
 
 // maxResponseHeaderBytes bounds an upstream's status line and headers.
