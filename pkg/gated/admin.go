@@ -30,7 +30,8 @@ type routeIDIn struct {
 	ID int64 `json:"id"`
 }
 
-func (h *handler) registerAdmin(srv *mcp.Server) {
+// registerNetwork adds the tools that read and change a folder's network rules.
+func (h *handler) registerNetwork(srv *mcp.Server) {
 	for _, eff := range []string{"allow", "deny"} {
 		add(srv, "network_"+eff, "Let the folder's guests "+eff+" a host from the next turn on.", schema("host:string", "folder?:string"),
 			func(ctx context.Context, in hostIn) (string, error) {
@@ -63,6 +64,10 @@ func (h *handler) registerAdmin(srv *mcp.Server) {
 			}
 			return jsonText(v)
 		})
+}
+
+// registerRoutes adds the route tools; each is checked against the folder the route targets.
+func (h *handler) registerRoutes(srv *mcp.Server) {
 	add(srv, "list_routes", "List the routes that reach this folder or below it.", schema(),
 		func(ctx context.Context, _ struct{}) (string, error) {
 			if err := h.check(ctx, "list_routes", h.t.Folder); err != nil {

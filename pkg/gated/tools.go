@@ -110,7 +110,8 @@ func validChat(jid string) error {
 func (h *handler) register(srv *mcp.Server) {
 	h.registerMessaging(srv)
 	h.registerGroups(srv)
-	h.registerAdmin(srv)
+	h.registerNetwork(srv)
+	h.registerRoutes(srv)
 }
 
 // optFolder resolves an optional folder argument to the turn's own folder.
