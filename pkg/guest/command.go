@@ -113,21 +113,9 @@ func credential(rs *control.RunSpec) *syscall.Credential {
 
 // start launches the command. The reaper, when set, is the only waiter (PID 1 mode).
 func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
-	dir := rs.Dir
-	if dir == "" {
-		dir = "/"
-	}
-	argv0 := rs.Argv[0]
-	if strings.Contains(argv0, "/") && !filepath.IsAbs(argv0) {
-		// ./build.sh is relative to the command's directory, not to guest-init's.
-		argv0 = filepath.Join(dir, argv0)
-	}
-	path, err := lookPath(argv0, env)
+	path, dir, err := resolveCommand(rs, env)
 	if err != nil {
 		return nil, err
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("guest: working directory %q does not exist in the guest; pick a mounted path", dir)
 	}
 	sys := &syscall.SysProcAttr{Credential: credential(rs)}
 	if sys.Credential != nil && os.Getuid() != 0 {
@@ -135,59 +123,12 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 		return nil, fmt.Errorf("guest: running as uid %d cannot switch to uid %d gid %d", os.Getuid(), rs.UID, rs.GID)
 	}
 	p := &process{}
-	var child []*os.File // the command's ends, closed in the parent after start
-	if rs.TTY {
-		ptmx, tty, err := openPTY()
-		if err != nil {
-			return nil, fmt.Errorf("guest: %w", err)
-		}
-		p.ptmx = ptmx
-		p.pty.f = ptmx
-		if rs.Rows > 0 && rs.Cols > 0 {
-			_ = p.pty.setSize(rs.Rows, rs.Cols)
-		}
-		child = []*os.File{tty, tty, tty}
-		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
-	} else {
-		var fds [6]*os.File
-		for i := 0; i < 3; i++ {
-			r, w, err := os.Pipe()
-			if err != nil {
-				closeAll(fds[:])
-				return nil, fmt.Errorf("guest: pipe: %w", err)
-			}
-			fds[2*i], fds[2*i+1] = r, w
-		}
-		p.stdin, p.stdout, p.stderr = fds[1], fds[2], fds[4]
-		child = []*os.File{fds[0], fds[3], fds[5]}
-		sys.Setpgid = true // signals go to the whole job, as a terminal would send them
+	child, err := p.openStdio(rs, sys) // the command's ends, closed in the parent after start
+	if err != nil {
+		return nil, err
 	}
 	attr := &os.ProcAttr{Dir: dir, Env: env, Files: child, Sys: sys}
-	launch := func() (int, error) {
-		proc, err := os.StartProcess(path, rs.Argv, attr)
-		if err != nil {
-			if proc != nil && r == nil {
-				_, _ = proc.Wait() // the shim exits at once after reporting
-			}
-			return 0, err
-		}
-		pid := proc.Pid
-		if r == nil {
-			done := make(chan syscall.WaitStatus, 1)
-			p.done = done
-			go func() {
-				st, err := proc.Wait()
-				if err != nil {
-					done <- syscall.WaitStatus(0xff00) // exit 255: the status was lost
-					return
-				}
-				done <- st.Sys().(syscall.WaitStatus)
-			}()
-		} else {
-			_ = proc.Release()
-		}
-		return pid, nil
-	}
+	launch := func() (int, error) { return p.launch(path, rs.Argv, attr, r == nil) }
 	var pid int
 	if r != nil {
 		pid, p.done, err = r.start(launch)
@@ -202,6 +143,86 @@ func start(rs *control.RunSpec, env []string, r *Reaper) (*process, error) {
 	}
 	p.pid = pid
 	return p, nil
+}
+
+// resolveCommand returns the executable argv[0] names, looked up on the command's PATH
+// and relative to its working directory, and that directory ("/" by default).
+func resolveCommand(rs *control.RunSpec, env []string) (path, dir string, err error) {
+	dir = rs.Dir
+	if dir == "" {
+		dir = "/"
+	}
+	argv0 := rs.Argv[0]
+	if strings.Contains(argv0, "/") && !filepath.IsAbs(argv0) {
+		// ./build.sh is relative to the command's directory, not to guest-init's.
+		argv0 = filepath.Join(dir, argv0)
+	}
+	path, err = lookPath(argv0, env)
+	if err != nil {
+		return "", "", err
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("guest: working directory %q does not exist in the guest; pick a mounted path", dir)
+	}
+	return path, dir, nil
+}
+
+// openStdio gives the command a terminal (rs.TTY) or three pipes, keeping our ends in p
+// and returning the command's ends as its stdin, stdout and stderr.
+func (p *process) openStdio(rs *control.RunSpec, sys *syscall.SysProcAttr) ([]*os.File, error) {
+	if rs.TTY {
+		ptmx, tty, err := openPTY()
+		if err != nil {
+			return nil, fmt.Errorf("guest: %w", err)
+		}
+		p.ptmx = ptmx
+		p.pty.f = ptmx
+		if rs.Rows > 0 && rs.Cols > 0 {
+			_ = p.pty.setSize(rs.Rows, rs.Cols)
+		}
+		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
+		return []*os.File{tty, tty, tty}, nil
+	}
+	var fds [6]*os.File
+	for i := 0; i < 3; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(fds[:])
+			return nil, fmt.Errorf("guest: pipe: %w", err)
+		}
+		fds[2*i], fds[2*i+1] = r, w
+	}
+	p.stdin, p.stdout, p.stderr = fds[1], fds[2], fds[4]
+	sys.Setpgid = true // signals go to the whole job, as a terminal would send them
+	return []*os.File{fds[0], fds[3], fds[5]}, nil
+}
+
+// launch starts the process. With wait (no reaper) it also waits for it and reports the
+// status on p.done; otherwise the reaper is the only waiter and the handle is released.
+func (p *process) launch(path string, argv []string, attr *os.ProcAttr, wait bool) (int, error) {
+	proc, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		if proc != nil && wait {
+			_, _ = proc.Wait() // the shim exits at once after reporting
+		}
+		return 0, err
+	}
+	pid := proc.Pid // Release clears it
+	if !wait {
+		_ = proc.Release()
+		return pid, nil
+	}
+	done := make(chan syscall.WaitStatus, 1)
+	p.done = done
+	go func() {
+		st, err := proc.Wait()
+		if err != nil {
+			done <- syscall.WaitStatus(0xff00) // exit 255: the status was lost
+			return
+		}
+		done <- st.Sys().(syscall.WaitStatus)
+	}()
+	return pid, nil
 }
 
 // signal forwards sig to the foreground job: the tty's foreground process group, or the

@@ -121,51 +121,20 @@ func (s *session) wait(ctx context.Context, kind string) (net.Conn, error) {
 	}
 }
 
+// run serves one command: it takes the run message and the stdio streams, sets up what
+// the command needs, starts it, relays its output and returns its exit (or why none).
 func (s *session) run(ctx context.Context) (control.Exit, error) {
-	ctl, err := s.wait(ctx, control.KindCtl)
+	rs, stdin, err := s.open(ctx)
 	if err != nil {
-		return control.Exit{}, err
-	}
-	s.ctl = control.NewConn(ctl)
-	m, err := s.ctl.Recv()
-	if err != nil {
-		return control.Exit{}, fmt.Errorf("guest: waiting for run message: %w", err)
-	}
-	if m.Type != control.MsgRun || m.Run == nil {
-		return control.Exit{}, fmt.Errorf("guest: first message is %q, want %q", m.Type, control.MsgRun)
-	}
-	rs := m.Run
-	stdin, err := s.wait(ctx, control.KindStdin)
-	if err != nil {
-		return control.Exit{}, err
-	}
-	if s.stdout, err = s.wait(ctx, control.KindStdout); err != nil {
-		return control.Exit{}, err
-	}
-	if s.stderr, err = s.wait(ctx, control.KindStderr); err != nil {
 		return control.Exit{}, err
 	}
 	if len(rs.Argv) == 0 {
 		return s.finish(ctx, setupFailure(errors.New("guest: run message has an empty argv")))
 	}
-	if s.cfg.Prepare != nil {
-		if err := s.cfg.Prepare(context.WithValue(ctx, sessionKey{}, s.sess), rs); err != nil {
-			return s.finish(ctx, setupFailure(err))
-		}
-	}
-	if rs.Net.Mode == control.NetProxyOnly && rs.Net.ProxyListen != "" {
-		f, err := listenProxy(s.sess, rs.Net.ProxyListen, s.cfg.Log)
-		if err != nil {
-			return s.finish(ctx, setupFailure(err))
-		}
-		defer f.close()
-	}
-	if rs.MCPSocket != "" {
-		f, err := listenMCP(s.sess, rs.MCPSocket, s.cfg.Log)
-		if err != nil {
-			return s.finish(ctx, setupFailure(err))
-		}
-		defer f.close()
+	closeSetup, err := s.setup(ctx, rs)
+	defer closeSetup()
+	if err != nil {
+		return s.finish(ctx, setupFailure(err))
 	}
 
 	p, err := start(rs, CommandEnv(rs), s.cfg.Reaper)
@@ -177,17 +146,7 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 	_ = s.ctl.Send(control.Message{Type: control.MsgStarted, Pid: p.pid})
 
 	exited := make(chan struct{})
-	copied := make(chan error, 2)
-	if p.ptmx != nil {
-		go copyInput(p.ptmx, stdin, false)
-		go func() { copied <- copyOutput(s.stdout, p.ptmx, exited) }()
-		copied <- nil
-	} else {
-		go copyInput(p.stdin, stdin, true)
-		go func() { copied <- copyOutput(s.stdout, p.stdout, exited) }()
-		go func() { copied <- copyOutput(s.stderr, p.stderr, exited) }()
-	}
-
+	copied := s.relay(p, stdin, exited)
 	poweroff := make(chan struct{})
 	go s.control(p, poweroff)
 
@@ -212,6 +171,81 @@ func (s *session) run(ctx context.Context) (control.Exit, error) {
 		return control.Exit{}, ctx.Err()
 	}
 	return control.Exit{}, ErrPoweroff
+}
+
+// open takes the control stream and its run message, then the stdin, stdout and stderr
+// streams, in the order the host opens them.
+func (s *session) open(ctx context.Context) (*control.RunSpec, net.Conn, error) {
+	ctl, err := s.wait(ctx, control.KindCtl)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.ctl = control.NewConn(ctl)
+	m, err := s.ctl.Recv()
+	if err != nil {
+		return nil, nil, fmt.Errorf("guest: waiting for run message: %w", err)
+	}
+	if m.Type != control.MsgRun || m.Run == nil {
+		return nil, nil, fmt.Errorf("guest: first message is %q, want %q", m.Type, control.MsgRun)
+	}
+	stdin, err := s.wait(ctx, control.KindStdin)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.stdout, err = s.wait(ctx, control.KindStdout); err != nil {
+		return nil, nil, err
+	}
+	if s.stderr, err = s.wait(ctx, control.KindStderr); err != nil {
+		return nil, nil, err
+	}
+	return m.Run, stdin, nil
+}
+
+// setup runs the caller's Prepare and starts the listeners the run asks for (the
+// proxy-only forwarder, the MCP socket). The returned func closes them, also on error.
+func (s *session) setup(ctx context.Context, rs *control.RunSpec) (func(), error) {
+	var fwds []*forwarder
+	closeAll := func() {
+		for i := len(fwds) - 1; i >= 0; i-- {
+			fwds[i].close()
+		}
+	}
+	if s.cfg.Prepare != nil {
+		if err := s.cfg.Prepare(context.WithValue(ctx, sessionKey{}, s.sess), rs); err != nil {
+			return closeAll, err
+		}
+	}
+	if rs.Net.Mode == control.NetProxyOnly && rs.Net.ProxyListen != "" {
+		f, err := listenProxy(s.sess, rs.Net.ProxyListen, s.cfg.Log)
+		if err != nil {
+			return closeAll, err
+		}
+		fwds = append(fwds, f)
+	}
+	if rs.MCPSocket != "" {
+		f, err := listenMCP(s.sess, rs.MCPSocket, s.cfg.Log)
+		if err != nil {
+			return closeAll, err
+		}
+		fwds = append(fwds, f)
+	}
+	return closeAll, nil
+}
+
+// relay copies stdin to the command and its output to the host streams until exited;
+// the channel gets one result per output stream (two; a pty has one, so nil stands in).
+func (s *session) relay(p *process, stdin net.Conn, exited <-chan struct{}) <-chan error {
+	copied := make(chan error, 2)
+	if p.ptmx != nil {
+		go copyInput(p.ptmx, stdin, false)
+		go func() { copied <- copyOutput(s.stdout, p.ptmx, exited) }()
+		copied <- nil
+	} else {
+		go copyInput(p.stdin, stdin, true)
+		go func() { copied <- copyOutput(s.stdout, p.stdout, exited) }()
+		go func() { copied <- copyOutput(s.stderr, p.stderr, exited) }()
+	}
+	return copied
 }
 
 // control applies the host's messages to the running command until poweroff or until
