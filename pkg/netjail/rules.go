@@ -82,34 +82,56 @@ func (r Rules) Install() error {
 	if err != nil {
 		return fmt.Errorf("netjail: nftables: %w", err)
 	}
-	t := c.CreateTable(&nftables.Table{Name: r.Table, Family: nftables.TableFamilyINet})
+	b := batch{c: c, t: c.CreateTable(&nftables.Table{Name: r.Table, Family: nftables.TableFamilyINet})}
+	pre := b.base(chainPrerouting, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainTypeNAT)
+	in := b.base(chainInput, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	fwd := b.base(chainForward, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	out := b.base(chainOutput, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
+	gin := c.AddChain(&nftables.Chain{Name: chainGuestIn, Table: b.t})
+	gout := c.AddChain(&nftables.Chain{Name: chainGuestOut, Table: b.t})
+
+	r.dnatRules(b, pre, lis)
+	b.add(in, r.Owner, cat(iif(r.Iface), verdict(expr.VerdictJump, chainGuestIn))...)
+	r.guestInRules(b, gin, lis)
+	b.add(fwd, DropForward, cat(iif(r.Iface), drop())...)
+	b.add(fwd, DropToGuest, cat(oif(r.Iface), drop())...)
+	b.add(out, "", cat(oif(r.Iface), verdict(expr.VerdictJump, chainGuestOut))...)
+	b.add(gout, "", cat(ctBits(unix.NFT_CT_STATE, expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
+	b.add(gout, DropOutput, drop()...)
+
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("netjail: install nft table %s: %w", r.Table, err)
+	}
+	return nil
+}
+
+// batch queues chains and rules of one table for a single atomic flush.
+type batch struct {
+	c *nftables.Conn
+	t *nftables.Table
+}
+
+// base adds a base chain on hook with an accept policy; the jump rules decide.
+func (b batch) base(name string, hook *nftables.ChainHook, prio *nftables.ChainPriority, typ nftables.ChainType) *nftables.Chain {
 	accept := nftables.ChainPolicyAccept
-	base := func(name string, hook *nftables.ChainHook, prio *nftables.ChainPriority, typ nftables.ChainType) *nftables.Chain {
-		return c.AddChain(&nftables.Chain{Name: name, Table: t, Hooknum: hook, Priority: prio, Type: typ, Policy: &accept})
-	}
-	pre := base(chainPrerouting, nftables.ChainHookPrerouting, nftables.ChainPriorityNATDest, nftables.ChainTypeNAT)
-	in := base(chainInput, nftables.ChainHookInput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
-	fwd := base(chainForward, nftables.ChainHookForward, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
-	out := base(chainOutput, nftables.ChainHookOutput, nftables.ChainPriorityFilter, nftables.ChainTypeFilter)
-	gin := c.AddChain(&nftables.Chain{Name: chainGuestIn, Table: t})
-	gout := c.AddChain(&nftables.Chain{Name: chainGuestOut, Table: t})
+	return b.c.AddChain(&nftables.Chain{Name: name, Table: b.t, Hooknum: hook, Priority: prio, Type: typ, Policy: &accept})
+}
 
-	add := func(ch *nftables.Chain, comment string, exprs ...expr.Any) {
-		rule := &nftables.Rule{Table: t, Chain: ch, Exprs: exprs}
-		if comment != "" {
-			rule.UserData = userdata.AppendString(nil, userdata.TypeComment, comment)
-		}
-		c.AddRule(rule)
+// add appends a rule to ch, with comment (counted drops are found by it) if any.
+func (b batch) add(ch *nftables.Chain, comment string, exprs ...expr.Any) {
+	rule := &nftables.Rule{Table: b.t, Chain: ch, Exprs: exprs}
+	if comment != "" {
+		rule.UserData = userdata.AppendString(nil, userdata.TypeComment, comment)
 	}
-	var (
-		host  = r.Host.AsSlice()
-		guest = r.Guest.AsSlice()
-	)
+	b.c.AddRule(rule)
+}
 
-	// DNAT web traffic to any address onto the transparent listener, and the
-	// guest's fixed proxy and DNS ports onto wherever those listeners are.
+// dnatRules DNAT web traffic to any address onto the transparent listener, and the
+// guest's fixed proxy and DNS ports onto wherever those listeners are.
+func (r Rules) dnatRules(b batch, pre *nftables.Chain, lis Listeners) {
+	host := r.Host.AsSlice()
 	for _, port := range []uint16{80, 443} {
-		add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), l4(unix.IPPROTO_TCP), dport(port),
+		b.add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), l4(unix.IPPROTO_TCP), dport(port),
 			dnatTo(host, lis.Transparent))...)
 	}
 	services := []struct {
@@ -122,15 +144,18 @@ func (r Rules) Install() error {
 	}
 	for _, m := range services {
 		if m.from != m.to {
-			add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), ip4(16, expr.CmpOpEq, host),
+			b.add(pre, "", cat(iif(r.Iface), nfproto(unix.NFPROTO_IPV4), ip4(16, expr.CmpOpEq, host),
 				l4(m.proto), dport(m.from), dnatTo(host, m.to))...)
 		}
 	}
+}
 
-	add(in, r.Owner, cat(iif(r.Iface), verdict(expr.VerdictJump, chainGuestIn))...)
-	add(gin, DropIPv6, cat(nfproto(unix.NFPROTO_IPV6), drop())...)
-	add(gin, DropSpoof, cat(ip4(12, expr.CmpOpNeq, guest), drop())...)
-	add(gin, DropNotHost, cat(ip4(16, expr.CmpOpNeq, host), drop())...)
+// guestInRules is what the guest may send to the host: its own IPv4 source to the
+// host address, on the proxy, transparent and DNS listeners and ping; the rest drops.
+func (r Rules) guestInRules(b batch, gin *nftables.Chain, lis Listeners) {
+	b.add(gin, DropIPv6, cat(nfproto(unix.NFPROTO_IPV6), drop())...)
+	b.add(gin, DropSpoof, cat(ip4(12, expr.CmpOpNeq, r.Guest.AsSlice()), drop())...)
+	b.add(gin, DropNotHost, cat(ip4(16, expr.CmpOpNeq, r.Host.AsSlice()), drop())...)
 	// A rewritten listener takes only connections the prerouting chain
 	// rewrote, so the guest reaches it at its fixed port alone. Only those
 	// rewrites reach the transparent port, so the guest cannot skip the
@@ -141,27 +166,15 @@ func (r Rules) Install() error {
 		if from != to {
 			match = cat(match, rewritten)
 		}
-		add(gin, "", cat(match, verdict(expr.VerdictAccept, ""))...)
+		b.add(gin, "", cat(match, verdict(expr.VerdictAccept, ""))...)
 	}
 	allowVia(unix.IPPROTO_TCP, r.ProxyPort, lis.Proxy)
-	add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(lis.Transparent), rewritten, verdict(expr.VerdictAccept, ""))...)
+	b.add(gin, "", cat(l4(unix.IPPROTO_TCP), dport(lis.Transparent), rewritten, verdict(expr.VerdictAccept, ""))...)
 	allowVia(unix.IPPROTO_UDP, r.DNSPort, lis.DNSUDP)
 	allowVia(unix.IPPROTO_TCP, r.DNSPort, lis.DNSTCP)
-	add(gin, "", cat(l4(unix.IPPROTO_ICMP), icmpType(8), verdict(expr.VerdictAccept, ""))...)
-	add(gin, "", cat(l4(unix.IPPROTO_ICMP), ctBits(unix.NFT_CT_STATE, expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
-	add(gin, DropOther, drop()...)
-
-	add(fwd, DropForward, cat(iif(r.Iface), drop())...)
-	add(fwd, DropToGuest, cat(oif(r.Iface), drop())...)
-
-	add(out, "", cat(oif(r.Iface), verdict(expr.VerdictJump, chainGuestOut))...)
-	add(gout, "", cat(ctBits(unix.NFT_CT_STATE, expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
-	add(gout, DropOutput, drop()...)
-
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("netjail: install nft table %s: %w", r.Table, err)
-	}
-	return nil
+	b.add(gin, "", cat(l4(unix.IPPROTO_ICMP), icmpType(8), verdict(expr.VerdictAccept, ""))...)
+	b.add(gin, "", cat(l4(unix.IPPROTO_ICMP), ctBits(unix.NFT_CT_STATE, expr.CtStateBitRELATED), verdict(expr.VerdictAccept, ""))...)
+	b.add(gin, DropOther, drop()...)
 }
 
 // RemoveTable deletes a table created by Install; a missing table is not an error.
