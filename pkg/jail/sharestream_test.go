@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // shareServers lists this process's crackbox-share children.
@@ -50,6 +51,11 @@ func TestStreamSharesPrestarted(t *testing.T) {
 	host, guest := net.Pipe()
 	served := make(chan struct{})
 	go func() { s.serve("w0", host); close(served) }()
+	for claimed := false; !claimed; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		claimed = s.served["w0"]
+		s.mu.Unlock()
+	}
 	for _, tag := range []string{"w0", "nope"} {
 		h, g := net.Pipe()
 		go s.serve(tag, h)
