@@ -66,12 +66,23 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 
 	rlog := log.With("run", rd.ID)
+	shareLog, err := openRunLog(rd.path("shares.log"))
+	if err != nil {
+		return res, err
+	}
+	defer shareLog.Close()
+	shares := newStreamShares(b.p, diskQuota(s.DiskQuota), shareLog, rlog)
 	v, conn, err := b.boot(runCtx, s, rd, rlog)
 	res.Restored = b.restored
 	if err != nil {
 		keep = true
 		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
 	}
+	// The share servers start up while the RunSpec travels and the guest builds its
+	// root, so they are ready when it mounts them. Started during the restore instead,
+	// they only compete with QEMU for the CPU.
+	go shares.start()
+	defer shares.close()
 	defer conn.Close()
 	if s.Live != nil {
 		s.Live(&Live{v: v, rd: rd})
@@ -85,7 +96,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		conn.Close()
 	}()
 
-	exit, serr, err := runCommand(runCtx, s, b.p, v, conn, rlog, &res)
+	exit, serr, err := runCommand(runCtx, s, b.p, v, conn, shares, &res)
 	if err != nil {
 		v.shutdown(0)
 		return res, err
@@ -194,16 +205,9 @@ func (b *prepared) boot(ctx context.Context, s Spec, rd *runDir, log *slog.Logge
 }
 
 // runCommand sends the RunSpec over conn and drives the session until the command ends,
-// serving the guest's stream shares meanwhile, and records the boot and run times in
+// handing the guest's share streams to shares, and records the boot and run times in
 // res. serr is how the session ended; err a failure to set it up.
-func runCommand(ctx context.Context, s Spec, p *plan, v *vm, conn net.Conn, rlog *slog.Logger, res *Result) (exit control.Exit, serr, err error) {
-	shareLog, err := openRunLog(v.rd.path("shares.log"))
-	if err != nil {
-		return exit, nil, err
-	}
-	defer shareLog.Close()
-	shares := newStreamShares(p, diskQuota(s.DiskQuota), shareLog, rlog)
-	defer shares.wait()
+func runCommand(ctx context.Context, s Spec, p *plan, v *vm, conn net.Conn, shares *streamShares, res *Result) (exit control.Exit, serr, err error) {
 
 	var startedAt time.Time
 	var startedMu sync.Mutex

@@ -13,8 +13,10 @@ import (
 
 // streamShares serves a run's FSStream shares: each guest stream for a share's tag is
 // served by a sharefs server process (chrooted into the share, running as its owner,
-// without capabilities, under seccomp). Each share is served once; a guest that opens
-// a second stream for the same tag, or one for a tag the run has not, is refused.
+// without capabilities, under seccomp). The servers start as soon as the guest
+// runs, before it asks for them, so their start-up is off the guest's path. Each share is
+// served once; a guest that opens a second stream for the same tag, or one for a tag
+// the run has not, is refused.
 type streamShares struct {
 	mu     sync.Mutex
 	byTag  map[string]streamShare
@@ -23,10 +25,11 @@ type streamShares struct {
 	logw   io.Writer
 	log    *slog.Logger
 	wg     sync.WaitGroup
+	ready  chan struct{} // closed once start has run
 }
 
 func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
-	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log}
+	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{})}
 	for _, sh := range p.userShare {
 		if sh.FS == FSStream {
 			s.byTag[sh.Tag] = streamShare{share: sh}
@@ -40,26 +43,33 @@ func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *st
 	return s
 }
 
-// streamShare is a share and whether it is a lower of the root.
+// streamShare is a share, whether it is a lower of the root, and its server once started.
 type streamShare struct {
 	share
-	lower bool
+	lower  bool
+	server *sharefs.Server
 }
 
-// serve handles one guest stream; it returns when the share is unmounted or the run ends.
-func (s *streamShares) serve(tag string, c net.Conn) {
+// start starts every share's server. One that fails to start is left to serve, which
+// tries again when the guest mounts the share and reports the error then. Run calls it
+// in the background once the guest runs; serve and close wait for it.
+func (s *streamShares) start() {
 	s.mu.Lock()
-	sh, ok := s.byTag[tag]
-	if !ok || s.served[tag] {
-		s.mu.Unlock()
-		s.log.Warn("share stream refused", "tag", tag, "known", ok)
-		c.Close()
-		return
+	defer s.mu.Unlock()
+	defer close(s.ready)
+	for tag, sh := range s.byTag {
+		srv, err := sharefs.Start(s.config(sh), s.log)
+		if err != nil {
+			s.log.Warn("share server", "share", sh.Host, "err", err)
+			continue
+		}
+		sh.server = srv
+		s.byTag[tag] = sh
 	}
-	s.served[tag] = true
-	s.wg.Add(1)
-	s.mu.Unlock()
-	defer s.wg.Done()
+}
+
+// config is how sh is served.
+func (s *streamShares) config(sh streamShare) sharefs.Config {
 	q := s.quota
 	if sh.ReadOnly {
 		q = 0
@@ -75,13 +85,48 @@ func (s *streamShares) serve(tag string, c net.Conn) {
 	case inv.UID != 0:
 		cfg.As = &sharefs.Ident{UID: inv.UID, GID: inv.GID}
 	}
-	if err := sharefs.Serve(cfg, c, s.log); err != nil {
+	return cfg
+}
+
+// serve handles one guest stream; it returns when the share is unmounted or the run ends.
+func (s *streamShares) serve(tag string, c net.Conn) {
+	<-s.ready
+	s.mu.Lock()
+	sh, ok := s.byTag[tag]
+	if !ok || s.served[tag] {
+		s.mu.Unlock()
+		s.log.Warn("share stream refused", "tag", tag, "known", ok)
+		c.Close()
+		return
+	}
+	s.served[tag] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	if sh.server != nil {
+		sh.server.Serve(c)
+		return
+	}
+	if err := sharefs.Serve(s.config(sh), c, s.log); err != nil {
 		s.log.Warn("share server", "share", sh.Host, "err", err)
 	}
 }
 
-// wait waits for every server to end (their streams close with the session).
-func (s *streamShares) wait() { s.wg.Wait() }
+// close ends the servers of shares the guest never mounted and waits for every server
+// to end (the others' streams close with the session).
+func (s *streamShares) close() {
+	<-s.ready
+	s.mu.Lock()
+	for tag, sh := range s.byTag {
+		if sh.server != nil && !s.served[tag] {
+			// Marked served, so a stream arriving now is refused instead of racing.
+			s.served[tag] = true
+			s.wg.Go(sh.server.Close)
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
 
 // diskQuota resolves Spec.DiskQuota.
 func diskQuota(q int64) int64 {

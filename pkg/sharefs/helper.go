@@ -1,18 +1,10 @@
 package sharefs
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // envKey marks a process started as a share server; its value is the helperConfig.
@@ -59,60 +51,11 @@ const (
 // share and runs as cfg.As (else the directory's owner) without capabilities; otherwise
 // it runs as crackbox's own user. Both install the seccomp filter of seccomp.go.
 func Serve(cfg Config, conn net.Conn, log *slog.Logger) error {
-	defer conn.Close()
-	dir, err := os.OpenFile(cfg.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	s, err := Start(cfg, log)
 	if err != nil {
-		return fmt.Errorf("%w: share %s: %w", ErrServe, cfg.Dir, err)
+		conn.Close()
+		return err
 	}
-	defer dir.Close()
-	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Hide: cfg.Hide, Stage: 1}
-	if os.Geteuid() == 0 {
-		var st unix.Stat_t
-		if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
-			return fmt.Errorf("%w: share %s: %w", ErrServe, cfg.Dir, err)
-		}
-		hc.UID, hc.GID, hc.Chroot = int(st.Uid), int(st.Gid), true
-		if cfg.As != nil {
-			hc.UID, hc.GID = cfg.As.UID, cfg.As.GID
-		}
-	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%w: socketpair: %w", ErrServe, err)
-	}
-	lf := os.NewFile(uintptr(pair[0]), "share-host")
-	remote := os.NewFile(uintptr(pair[1]), "share-helper")
-	// A net.Conn, so closing it interrupts a copy blocked reading it.
-	local, err := net.FileConn(lf)
-	lf.Close()
-	if err != nil {
-		remote.Close()
-		return fmt.Errorf("%w: socketpair: %w", ErrServe, err)
-	}
-	defer local.Close()
-
-	b, _ := json.Marshal(hc)
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"crackbox-share"}
-	cmd.Env = []string{envKey + "=" + string(b)}
-	cmd.ExtraFiles = []*os.File{remote, dir}
-	cmd.Stdout, cmd.Stderr = cfg.Log, cfg.Log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	err = cmd.Start()
-	remote.Close()
-	if err != nil {
-		return fmt.Errorf("%w: start share server for %s: %w", ErrServe, cfg.Dir, err)
-	}
-	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid)
-	splice(conn, local)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(2 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		err = <-done
-	}
-	log.Debug("share server ended", "dir", cfg.Dir, "err", err)
+	s.Serve(conn)
 	return nil
 }
