@@ -23,7 +23,6 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	if err := applyHostState(rs); err != nil {
 		return err
 	}
-	b.log.Debug("host state applied")
 	netDone := make(chan error, 1)
 	go func() { netDone <- configureNet(rs.Net) }()
 	rootErr := b.buildFS(ctx, rs)
@@ -58,7 +57,6 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
 	}
-	b.log.Debug("root built")
 	if err := makeSymlinks(rs.Root.Symlinks); err != nil {
 		return err
 	}
@@ -68,10 +66,5 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := mountShares(ctx, rs.Mounts); err != nil {
 		return err
 	}
-	b.log.Debug("shares mounted", "count", len(rs.Mounts))
-	if err := applyMasks(rs.Root.Mask); err != nil {
-		return err
-	}
-	b.log.Debug("masks applied", "count", len(rs.Root.Mask))
-	return nil
+	return applyMasks(rs.Root.Mask)
 }
