@@ -16,9 +16,6 @@ import (
 	"github.com/crackbox/crackbox/pkg/turn"
 )
 
-// maxOutput bounds the agent output an outcome carries back.
-const maxOutput = 2048
-
 // execute runs a claimed job on this host: the folder's home under DataDir,
 // its MCP socket bound here and carried to the control plane, the agent
 // through the runner's turn.Runner.
@@ -60,7 +57,7 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 			go func() { defer wg.Done(); tunnel(g) }()
 		}
 	}()
-	var tail tailBuf
+	var tail turn.OutputTail
 	res, err := r.o.Exec.Run(ctx, turn.Job{
 		Turn: store.Turn{ID: it.Turn, Folder: w.Folder, Topic: w.Topic, Attempts: it.Attempt - 1},
 		Argv: w.Argv, Env: w.Env, Secrets: w.Secrets, Prompt: w.Prompt, HostHome: home, GuestHome: w.GuestHome, Allow: w.Allow,
@@ -104,29 +101,4 @@ func splice(ctx context.Context, a net.Conn, b io.ReadWriteCloser) {
 	}
 	a.Close()
 	b.Close()
-}
-
-// tailBuf keeps the last maxOutput bytes the agent wrote.
-type tailBuf struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 4*maxOutput {
-		b.buf = append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuf) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) > maxOutput {
-		return append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
-	}
-	return append([]byte(nil), b.buf...)
 }

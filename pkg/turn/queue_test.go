@@ -207,9 +207,9 @@ func TestBuildPromptCapsObserved(t *testing.T) {
 	}
 }
 
-// The jail writes stdout and stderr into one limitBuf from two goroutines.
-func TestLimitBufKeepsTail(t *testing.T) {
-	var b limitBuf
+// The jail writes stdout and stderr into one OutputTail from two goroutines.
+func TestOutputTailKeepsTail(t *testing.T) {
+	var b OutputTail
 	done := make(chan struct{})
 	for range 2 {
 		go func() {

@@ -168,14 +168,15 @@ func errText(err error, out []byte) string {
 	return strings.Join(parts, "; ")
 }
 
-// limitBuf keeps the last part of what the agent writes. The jail copies
-// stdout and stderr into it from two goroutines, hence the lock.
-type limitBuf struct {
+// OutputTail keeps the last maxOutput bytes an agent writes, for a failed turn's
+// error or a runner's outcome. The jail copies stdout and stderr into it from two
+// goroutines, hence the lock.
+type OutputTail struct {
 	mu  sync.Mutex
 	buf []byte
 }
 
-func (b *limitBuf) Write(p []byte) (int, error) {
+func (b *OutputTail) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
@@ -185,11 +186,11 @@ func (b *limitBuf) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Bytes returns a copy of what was kept.
-func (b *limitBuf) Bytes() []byte {
+// Bytes returns a copy of the last maxOutput bytes written.
+func (b *OutputTail) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf...)
+	return append([]byte(nil), b.buf[max(0, len(b.buf)-maxOutput):]...)
 }
 
 // attempt runs the agent once.
@@ -247,7 +248,7 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
 		return Result{}, nil, err
 	}
-	var out limitBuf
+	var out OutputTail
 	res, err := q.o.Runner.Run(ctx, Job{
 		Turn: t, Argv: f.AgentCommand, Env: env, Secrets: inj, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
 		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out, MCP: gt,
