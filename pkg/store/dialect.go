@@ -42,6 +42,9 @@ type dialect struct {
 	// claim is a query taking the store for one daemon, answering false when another
 	// holds it; "" where the data dir's lock file already covers it (SQLite).
 	claim string
+	// unclaim releases the claim at once. Closing the connection would too, but only
+	// once the server's backend has exited, which a daemon restarted right away races.
+	unclaim string
 	// code classifies an engine error.
 	code func(error) errCode
 }
@@ -92,7 +95,8 @@ var postgresDialect = &dialect{
 	lockMessages: `LOCK TABLE messages IN SHARE ROW EXCLUSIVE MODE`,
 	lockSchema:   `LOCK TABLE schema_version IN EXCLUSIVE MODE`,
 	// A session lock: held while the claiming connection lives, released if it dies.
-	claim: `SELECT pg_try_advisory_lock(7480)`,
+	claim:   `SELECT pg_try_advisory_lock(7480)`,
+	unclaim: `SELECT pg_advisory_unlock(7480)`,
 	code: func(err error) errCode {
 		var pe *pgconn.PgError
 		if !errors.As(err, &pe) {

@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crackbox/crackbox/internal/pgtest"
 )
@@ -106,5 +108,45 @@ func TestClaim(t *testing.T) {
 	a.Close()
 	if err := b.Claim(ctx); err != nil {
 		t.Fatalf("claim after the first store closed: %v", err)
+	}
+}
+
+// A claim whose holder dies, as a killed daemon's connection does a moment after the
+// process ends, is taken over by a daemon already waiting for it, not refused.
+func TestClaimTakesOverFromDeadHolder(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := OpenURL(ctx, url, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var pid int
+	if err := holder.QueryRowContext(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(7480)) l`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// The killer's connection is opened now: a new backend can take seconds to start
+	// on a loaded machine, and that must not eat into the claim's wait.
+	killer, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer killer.Close()
+	go func() {
+		time.Sleep(claimWait / 4)
+		killer.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid)
+	}()
+	if err := s.Claim(ctx); err != nil {
+		t.Fatalf("claim while the holder dies: %v", err)
 	}
 }

@@ -93,7 +93,13 @@ func newStore(db *sql.DB, d *dialect) *Store {
 // Close closes the database, releasing a Claim.
 func (s *Store) Close() error {
 	if s.claim != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := s.claim.ExecContext(ctx, s.d.unclaim); err != nil {
+			slog.Warn("store claim not released; it ends with the connection", "err", err)
+		}
+		cancel()
 		s.claim.Close()
+		s.claim = nil
 	}
 	return s.sql.Close()
 }
@@ -112,18 +118,35 @@ func (s *Store) Claim(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var ok bool
-	if err := c.QueryRowContext(ctx, s.d.claim).Scan(&ok); err != nil {
-		c.Close()
-		return err
+	// A daemon that was killed holds the claim until the server notices its
+	// connection is gone, a moment after the process ends; a restart within that
+	// moment must not be refused.
+	deadline := time.Now().Add(claimWait)
+	for {
+		var ok bool
+		if err := c.QueryRowContext(ctx, s.d.claim).Scan(&ok); err != nil {
+			c.Close()
+			return err
+		}
+		if ok {
+			s.claim = c
+			return nil
+		}
+		if time.Now().After(deadline) {
+			c.Close()
+			return fmt.Errorf("%w: stop it first, or give this one its own database", ErrClaimed)
+		}
+		select {
+		case <-ctx.Done():
+			c.Close()
+			return ctx.Err()
+		case <-time.After(claimWait / 20):
+		}
 	}
-	if !ok {
-		c.Close()
-		return fmt.Errorf("%w: stop it first, or give this one its own database", ErrClaimed)
-	}
-	s.claim = c
-	return nil
 }
+
+// claimWait is how long Claim waits for a holder that is going away.
+const claimWait = 2 * time.Second
 
 // Dialect names the engine: "sqlite" or "postgres".
 func (s *Store) Dialect() string { return s.d.name }
