@@ -26,6 +26,9 @@ type holder struct {
 
 	mu  sync.Mutex
 	rev uint64
+	// at is when the stored revision was sent: the bucket wrote it no earlier,
+	// so the lease lives at least until at+ttl.
+	at time.Time
 }
 
 // acquire creates the folder's lease; jetstream.ErrKeyExists means another
@@ -33,11 +36,12 @@ type holder struct {
 func acquire(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, folder string, l Lease, log *slog.Logger) (*holder, error) {
 	val, _ := json.Marshal(l)
 	key := LeaseKey(folder)
+	at := time.Now()
 	rev, err := kv.Create(ctx, key, val)
 	if err != nil {
 		return nil, err
 	}
-	return &holder{kv: kv, key: key, val: val, ttl: ttl, log: log, rev: rev}, nil
+	return &holder{kv: kv, key: key, val: val, ttl: ttl, log: log, rev: rev, at: at}, nil
 }
 
 // keep renews the lease every third of its TTL, calling progress each time,
@@ -47,7 +51,7 @@ func acquire(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, fold
 func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progress func()) {
 	t := time.NewTicker(h.ttl / 3)
 	defer t.Stop()
-	last := time.Now()
+	var first time.Time // when the first renewal since the last stored one was sent
 	for {
 		select {
 		case <-ctx.Done():
@@ -56,18 +60,32 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 		}
 		progress()
 		h.mu.Lock()
-		rctx, rcancel := context.WithTimeout(ctx, h.ttl/3)
+		// Count from when the last stored renewal was sent, not from its answer, and
+		// let no attempt run past the give-up point: a hung renewal retried on the
+		// next tick would otherwise hold the turn until the lease had expired.
+		giveUp := h.at.Add(2 * h.ttl / 3)
+		sent := time.Now()
+		if first.IsZero() {
+			first = sent
+		}
+		deadline := sent.Add(h.ttl / 3)
+		if giveUp.Before(deadline) {
+			deadline = giveUp
+		}
+		rctx, rcancel := context.WithDeadline(ctx, deadline)
 		rev, err := h.kv.Update(rctx, h.key, h.val, h.rev)
+		at := sent
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			// An update that timed out may have landed: the lease is still
-			// ours if it holds exactly our value.
+			// ours if it holds exactly our value, written no earlier than
+			// the first attempt since the last stored renewal.
 			if e, gerr := h.kv.Get(rctx, h.key); gerr == nil && bytes.Equal(e.Value(), h.val) {
-				rev, err = e.Revision(), nil
+				rev, err, at = e.Revision(), nil, first
 			}
 		}
 		rcancel()
 		if err == nil {
-			h.rev, last = rev, time.Now()
+			h.rev, h.at, first = rev, at, time.Time{}
 		}
 		h.mu.Unlock()
 		switch {
@@ -76,7 +94,7 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 			h.log.Warn("lease lost: taken or expired", "key", h.key, "err", err)
 			cancel(ErrLeaseLost)
 			return
-		case time.Since(last) > 2*h.ttl/3:
+		case !time.Now().Before(giveUp):
 			h.log.Warn("lease lost: not renewed in time", "key", h.key, "err", err)
 			cancel(ErrLeaseLost)
 			return
