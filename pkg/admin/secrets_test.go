@@ -18,13 +18,11 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,37 +34,6 @@ import (
 
 const apiValue = "sk-live-daemon-VALUE-0123456789"
 
-// echoUpstream is a TLS origin that records each request's headers and
-// echoes them back in its body.
-type echoUpstream struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	seen strings.Builder
-}
-
-func startEchoUpstream(t *testing.T) *echoUpstream {
-	u := &echoUpstream{}
-	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s %s\n", r.Host, r.URL.RequestURI())
-		r.Header.Write(&b)
-		u.mu.Lock()
-		u.seen.WriteString(b.String())
-		u.mu.Unlock()
-		io.WriteString(w, b.String())
-	}))
-	u.srv.EnableHTTP2 = true
-	u.srv.StartTLS()
-	t.Cleanup(u.srv.Close)
-	return u
-}
-
-func (u *echoUpstream) requests() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.seen.String()
-}
-
 // daemon is a forward proxy and its admin API on one registry, as
 // `crackbox proxy serve` runs them.
 type daemon struct {
@@ -76,10 +43,9 @@ type daemon struct {
 	logs      *nettest.Buffer
 }
 
-func startDaemon(t *testing.T, u *echoUpstream, opts Options) *daemon {
+func startDaemon(t *testing.T, u *nettest.HTTPSEcho, opts Options) *daemon {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AddCert(u.srv.Certificate())
+	pool := u.Roots()
 	d := &daemon{decisions: &nettest.Buffer{}, logs: &nettest.Buffer{}}
 	reg := proxy.NewRegistry()
 	px, err := proxy.New(proxy.Options{
@@ -111,7 +77,7 @@ func startDaemon(t *testing.T, u *echoUpstream, opts Options) *daemon {
 
 // get fetches path from api.example.com through the proxy as a guest would:
 // trusting only caPEM and sending the placeholder as a bearer token.
-func (d *daemon) get(t *testing.T, u *echoUpstream, caPEM []byte, placeholder, path string) (int, string) {
+func (d *daemon) get(t *testing.T, u *nettest.HTTPSEcho, caPEM []byte, placeholder, path string) (int, string) {
 	t.Helper()
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(caPEM) {
@@ -122,7 +88,7 @@ func (d *daemon) get(t *testing.T, u *echoUpstream, caPEM []byte, placeholder, p
 		Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true,
 	}}
 	defer c.CloseIdleConnections()
-	req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%s%s", u.srv.URL[strings.LastIndex(u.srv.URL, ":")+1:], path), nil)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%d%s", u.Port(), path), nil)
 	req.Header.Set("Authorization", "Bearer "+placeholder)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -181,10 +147,9 @@ func newKey(t *testing.T) (string, *secrets.Ring) {
 	return k, ring
 }
 
-func registerBody(t *testing.T, u *echoUpstream) string {
-	port := u.srv.URL[strings.LastIndex(u.srv.URL, ":")+1:]
-	return fmt.Sprintf(`{"ip":"127.0.0.1","id":"sandbox-1","allowlist":["api.example.com:%s"],
-		"secrets":[{"name":"API_KEY","hosts":["api.example.com"],"value":%q}]}`, port, apiValue)
+func registerBody(t *testing.T, u *nettest.HTTPSEcho) string {
+	return fmt.Sprintf(`{"ip":"127.0.0.1","id":"sandbox-1","allowlist":["api.example.com:%d"],
+		"secrets":[{"name":"API_KEY","hosts":["api.example.com"],"value":%q}]}`, u.Port(), apiValue)
 }
 
 // TestRegisterSecrets registers a client with a secret through the admin
@@ -192,7 +157,7 @@ func registerBody(t *testing.T, u *echoUpstream) string {
 // shows or writes does, and a restart under the same key restores the
 // client with the placeholder and CA its guest already holds.
 func TestRegisterSecrets(t *testing.T) {
-	u := startEchoUpstream(t)
+	u := nettest.NewHTTPSEcho(t)
 	_, ring := newKey(t)
 	state := filepath.Join(t.TempDir(), "state.json")
 	d := startDaemon(t, u, Options{StateFile: state, StateKey: ring})
@@ -211,9 +176,9 @@ func TestRegisterSecrets(t *testing.T) {
 	}
 
 	code, body := d.get(t, u, ca, ph, "/v1/models?key="+ph)
-	if code != 200 || !strings.Contains(u.requests(), "Authorization: Bearer "+apiValue) ||
-		!strings.Contains(u.requests(), "/v1/models?key="+apiValue) {
-		t.Fatalf("status %d, upstream saw:\n%s", code, u.requests())
+	if code != 200 || !strings.Contains(u.Requests(), "Authorization: Bearer "+apiValue) ||
+		!strings.Contains(u.Requests(), "/v1/models?key="+apiValue) {
+		t.Fatalf("status %d, upstream saw:\n%s", code, u.Requests())
 	}
 	if !strings.Contains(body, "Bearer "+ph) {
 		t.Errorf("the echoed header did not come back as the placeholder:\n%s", body)
@@ -246,16 +211,16 @@ func TestRegisterSecrets(t *testing.T) {
 	if ca2 := d2.admin.rawGet(t, "/v1/clients/sandbox-1/ca"); !bytes.Equal(ca, ca2) {
 		t.Fatal("the restored client has another CA: its guest's trust no longer holds")
 	}
-	before := strings.Count(u.requests(), apiValue)
-	if code, body := d2.get(t, u, ca, ph, "/again"); code != 200 || strings.Count(u.requests(), apiValue) != before+1 {
-		t.Fatalf("after restart: status %d %s, upstream:\n%s", code, body, u.requests())
+	before := strings.Count(u.Requests(), apiValue)
+	if code, body := d2.get(t, u, ca, ph, "/again"); code != 200 || strings.Count(u.Requests(), apiValue) != before+1 {
+		t.Fatalf("after restart: status %d %s, upstream:\n%s", code, body, u.Requests())
 	}
 }
 
 // TestStateKeyRefusals: sealed secrets never open under a wrong or missing
 // key, and without a key a client with secrets is not saved at all.
 func TestStateKeyRefusals(t *testing.T) {
-	u := startEchoUpstream(t)
+	u := nettest.NewHTTPSEcho(t)
 	_, ring := newKey(t)
 	state := filepath.Join(t.TempDir(), "state.json")
 	d := startDaemon(t, u, Options{StateFile: state, StateKey: ring})

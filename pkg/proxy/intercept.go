@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -40,15 +41,22 @@ func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Cli
 		p.active.Add(-1)
 		p.metrics.active.Dec()
 	}()
+	// Past the client's bound the connection is still served, with a 503 to
+	// every request, so the guest learns why.
+	busy := !p.intercepts.take(cc.src)
+	if !busy {
+		defer p.intercepts.give(cc.src)
+	}
 	cc.SetDeadline(time.Time{})
-	tc := tls.Server(&prefixConn{Conn: cc, pre: pre}, srvCfg)
+	cork := &corkConn{Conn: &prefixConn{Conn: cc, pre: pre}}
+	tc := tls.Server(cork, srvCfg)
 	tr := &protoTransport{h1: p.upstreamTransport(cfg, v, false), h2: p.upstreamTransport(cfg, v, true)}
 	defer tr.h1.CloseIdleConnections()
 	defer tr.h2.CloseIdleConnections()
 	// net/http's own complaints (handshake failures, aborted bodies) are
 	// routine for a proxy; they go to the debug level.
 	errLog := slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)
-	h := &interceptHandler{p: p, cfg: cfg, base: base, set: client.Secrets, host: v.host, port: v.port}
+	h := &interceptHandler{p: p, cfg: cfg, base: base, set: client.Secrets, host: v.host, port: v.port, cork: cork, src: cc.src, busy: busy}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
 		Transport:      tr,
@@ -63,6 +71,7 @@ func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Cli
 		ReadHeaderTimeout: cfg.headerTime,
 		IdleTimeout:       cfg.idleTimeout,
 		MaxHeaderBytes:    MaxHeaderBytes,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: interceptStreams},
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateClosed || st == http.StateHijacked {
 				ln.Close()
@@ -94,7 +103,9 @@ func (p *Proxy) upstreamTransport(cfg *config, v verdict, h2 bool) *http.Transpo
 		IdleConnTimeout:        cfg.idleTimeout,
 		TLSHandshakeTimeout:    cfg.dialTimeout,
 	}
-	if !h2 {
+	if h2 {
+		tr.HTTP2 = &http.HTTP2Config{MaxReceiveBufferPerStream: upstreamStreamWindow, MaxReceiveBufferPerConnection: upstreamConnWindow}
+	} else {
 		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	}
 	return tr
@@ -147,6 +158,9 @@ type interceptHandler struct {
 	host string
 	port int
 	rp   *httputil.ReverseProxy
+	cork *corkConn  // under the client's TLS
+	src  netip.Addr // the client, whose buffer budget its responses share
+	busy bool       // the client holds clientIntercepts connections already
 }
 
 type pairsKey struct{}
@@ -166,6 +180,10 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(statusFor(reason))
 		io.WriteString(w, body)
 	}
+	if h.busy {
+		refuse(ReasonTooManyConns, fmt.Sprintf("this sandbox already holds %d connections to hosts with injected secrets; close some and retry", clientIntercepts))
+		return
+	}
 	if hh, _, err := parseAuthority(r.Host, h.port); err != nil || !strings.EqualFold(strings.TrimSuffix(hh, "."), h.host) {
 		refuse(ReasonBadRequest, fmt.Sprintf("the request names host %q inside a connection to %s", r.Host, h.host))
 		return
@@ -183,10 +201,16 @@ func (h *interceptHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Compressed bodies could not be scrubbed of a reflected value.
 	r.Header.Set("Accept-Encoding", "identity")
-	cw := &countingResponse{ResponseWriter: w}
+	cw := &countingResponse{ResponseWriter: w, budget: &h.p.bufs, src: h.src}
+	if r.ProtoMajor == 1 {
+		// HTTP/1 writes the response from this goroutine, so a batch is
+		// whole when a write returns; HTTP/2 writes frames from its own.
+		cw.cork = h.cork
+	}
 	ctx := context.WithValue(context.WithValue(r.Context(), pairsKey{}, pairs), writerKey{}, cw)
 	h.rp.ServeHTTP(cw, r.WithContext(ctx))
 	cw.drain()
+	cw.settle()
 	d.BytesIn = cw.n
 	if cw.failed {
 		d.Reason = ReasonUpstreamError

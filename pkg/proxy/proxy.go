@@ -114,6 +114,9 @@ type Proxy struct {
 	perSrc    map[netip.Addr]int // open accepted connections per source address
 	wg        sync.WaitGroup
 	busyLog   atomic.Int64 // unix nanos of the last "too many connections" warning
+	// Per client: intercepted connections, and their response buffers.
+	intercepts clientCount
+	bufs       clientCount
 }
 
 // New validates opts and returns a proxy deciding for the clients in reg.
@@ -134,12 +137,14 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		log = slog.Default()
 	}
 	p := &Proxy{
-		reg:       reg,
-		log:       log,
-		metrics:   m,
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*clientConn]struct{}),
-		perSrc:    make(map[netip.Addr]int),
+		reg:        reg,
+		log:        log,
+		metrics:    m,
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[*clientConn]struct{}),
+		perSrc:     make(map[netip.Addr]int),
+		intercepts: clientCount{max: clientIntercepts},
+		bufs:       clientCount{max: clientBufs},
 	}
 	p.cfg.Store(cfg)
 	return p, nil
