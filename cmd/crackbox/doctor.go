@@ -194,6 +194,8 @@ func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
 func doctorVMMJail(line lineFunc, euid int) {
 	if euid != 0 {
 		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
+	} else if err := jail.VMMJailKernel(); err != nil {
+		line(false, true, "vmm jail", err.Error(), "upgrade the host kernel to Linux 5.8 or later")
 	} else {
 		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
 	}

@@ -74,6 +74,10 @@ func CgroupSupportFor(euid int) (v2 bool, err error) {
 		return false, fmt.Errorf("%w: crackbox is unprivileged and no cgroup v2 subtree is delegated to it, so QEMU runs without memory, pids and cpu limits of its own (run as root for them)", ErrNoCgroup)
 	}
 	if isCgroup2(cgroupRoot) {
+		// QEMU is cloned straight into its v2 leaf (clone3 with CLONE_INTO_CGROUP).
+		if !kernelAtLeast(5, 7) {
+			return true, fmt.Errorf("%w: this kernel is older than Linux 5.7 and cannot start a process inside a cgroup v2 leaf", ErrNoCgroup)
+		}
 		ctrl, _ := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers"))
 		for _, c := range []string{"memory", "pids", "cpu"} {
 			if !strings.Contains(" "+strings.TrimSpace(string(ctrl))+" ", " "+c+" ") {
@@ -184,8 +188,25 @@ func (c *cgroupLeaf) procsFiles() []string {
 	return out
 }
 
-// add moves a started helper (a virtiofsd) into the leaf; QEMU joins it itself before it
-// runs (the launcher). A helper that cannot be moved runs on unbounded, logged nowhere:
+// joinPaths says how QEMU starts in the leaf: the v2 directory it is cloned into, or the
+// v1 tasks files that the thread forking it joins first and crackbox's own that the
+// thread returns to after.
+func (c *cgroupLeaf) joinPaths() (dir string, tasks, home []string) {
+	if c == nil {
+		return "", nil, nil
+	}
+	if c.v2 {
+		return c.dirs[""], nil, nil
+	}
+	for ctl, d := range c.dirs {
+		tasks = append(tasks, filepath.Join(d, "tasks"))
+		home = append(home, filepath.Join(cgroupRoot, ctl, ownCgroupV1(ctl), "tasks"))
+	}
+	return "", tasks, home
+}
+
+// add moves a started helper (a virtiofsd) into the leaf; QEMU starts in it (joinPaths).
+// A helper that cannot be moved runs on unbounded, logged nowhere:
 // the leaf is a limit on QEMU first.
 func (c *cgroupLeaf) add(pid int) {
 	for _, p := range c.procsFiles() {
@@ -238,7 +259,9 @@ func (c *cgroupLeaf) remove() {
 func killProcs(procs string) {
 	b, _ := os.ReadFile(procs)
 	for _, s := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(s); err == nil && pid > 0 {
+		// Never crackbox itself: a thread of it may be in the leaf for a moment while it
+		// starts QEMU there (joinPaths).
+		if pid, err := strconv.Atoi(s); err == nil && pid > 0 && pid != os.Getpid() {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	}
@@ -282,4 +305,21 @@ func ownCgroupV1(ctl string) string {
 		}
 	}
 	return "/"
+}
+
+// kernelAtLeast says whether the running kernel's release is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return false
+	}
+	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
+}
+
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }

@@ -384,6 +384,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("CRACKBOX_SESSION_HELPER"); mode != "" {
 		sessionHelper(mode)
 	}
+	probeJailThreads()
 	os.Exit(m.Run())
 }
 

@@ -185,18 +185,21 @@ func (v *vm) launch(p *plan, st vmStart, cfg vmConfig, files []*os.File) error {
 	v.log.Debug("qemu start", "args", args)
 	// Own process group (a terminal's Ctrl-C reaches crackbox, which forwards it to the
 	// command, never QEMU) and a parent-death signal (QEMU dies with crackbox).
-	if v.cmd, err = qemuCommand(st, cfg, v.rd, args); err != nil {
+	var j *vmmJail
+	if v.cmd, j, err = qemuCommand(st, cfg, v.rd, args); err != nil {
 		return err
 	}
 	v.cmd.Stdout = conW
 	v.cmd.Stderr = qlog
 	v.cmd.ExtraFiles = files
 	v.started = time.Now()
-	if err := v.cmd.Start(); err != nil {
+	release, err := startVMM(v.cmd, j)
+	if err != nil {
 		return fmt.Errorf("start qemu: %w", err)
 	}
 	go func() {
 		v.waitErr = v.cmd.Wait()
+		release()
 		close(v.exited)
 	}()
 	_ = os.WriteFile(v.rd.path("qemu.pid"), []byte(strconv.Itoa(v.cmd.Process.Pid)+"\n"), 0o600)

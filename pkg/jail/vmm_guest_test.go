@@ -114,8 +114,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	}
 }
 
-// qemuChildren finds this process's children whose command starts with comm (the
-// launcher execs QEMU in place).
+// qemuChildren finds this process's children whose command starts with comm.
 func qemuChildren(t *testing.T, comm string) []qemuSeen {
 	t.Helper()
 	var out []qemuSeen

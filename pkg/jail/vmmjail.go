@@ -1,31 +1,32 @@
 package jail
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// The VMM jail, shaped after Firecracker's jailer: QEMU starts through a launcher (this
-// binary re-executed as vmmLauncherName, see vmmjail_child.go) in new mount, pid, ipc,
-// uts and network namespaces. The launcher joins the run's cgroup leaf, builds a
-// minimal root on a tmpfs (/usr and the shares QEMU serves read-only or as asked, its
-// socket dir, a few device nodes, a private /proc), pivots into it, drops to QEMU's
-// uid with no_new_privs and execs QEMU with a minimal environment. QEMU's own -sandbox
-// seccomp policy then applies. QEMU needs no network: the tap is an inherited fd.
+// The VMM jail, shaped after Firecracker's jailer: QEMU starts in new mount, pid, ipc,
+// uts and network namespaces, on a minimal root on a tmpfs (/usr and the shares QEMU
+// serves read-only or as asked, its socket dir, a few device nodes, a /proc showing its
+// own processes only), in the run's cgroup leaf, as QEMU's uid with no_new_privs and a
+// minimal environment. QEMU's own -sandbox seccomp policy then applies. QEMU needs no
+// network: the tap is an inherited fd. The view is built on a locked OS thread of
+// crackbox that QEMU is forked from (vmmjail_view.go), so no launcher process runs
+// between crackbox and QEMU.
 
 // vmmJailOff starts QEMU without the namespaces and cgroup; only the benchmark that
 // measures what the jail costs sets it.
 var vmmJailOff bool
-
-// vmmLauncherName is argv[0] of the launcher process; init() in vmmjail_child.go acts on it.
-const vmmLauncherName = "crackbox-vmm-jail"
 
 // vmmEnv is the whole environment of QEMU and its helpers: none of crackbox's (the
 // guest's -e values, tokens, proxy settings) reaches them.
@@ -33,21 +34,23 @@ var vmmEnv = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 
 // jailBind is a host path visible at the same path inside the jail.
 type jailBind struct {
-	Path string `json:"path"`
-	RW   bool   `json:"rw,omitempty"`
+	Path string
+	RW   bool
 }
 
-// jailConfig is what the launcher is told, as JSON in argv[1].
+// jailConfig is the view and identity of one jailed process.
 type jailConfig struct {
-	Root    string      `json:"root"` // an empty directory the new root is mounted on
-	Binds   []jailBind  `json:"binds"`
-	Devices []string    `json:"devices"`
-	Links   [][2]string `json:"links"` // path, target: the host's merged-/usr symlinks
-	Procs   []string    `json:"procs"` // cgroup.procs files to join
-	SetID   bool        `json:"setid"`
-	UID     uint32      `json:"uid"`
-	GID     uint32      `json:"gid"`
-	Groups  []uint32    `json:"groups"`
+	Root    string // an empty directory the new root is mounted on
+	Binds   []jailBind
+	Devices []string
+	Links   [][2]string // path, target: the host's merged-/usr symlinks
+	// CgroupDir is the v2 leaf the process is cloned into; Tasks and HomeTasks are the
+	// v1 leaf's and crackbox's own tasks files, which the forking thread joins and leaves.
+	CgroupDir        string
+	Tasks, HomeTasks []string
+	SetID            bool
+	UID, GID         uint32
+	Groups           []uint32
 }
 
 // vmmJail is how one VMM process is confined.
@@ -63,19 +66,33 @@ type vmmJail struct {
 // the overflow uid.
 var ErrNoVMMJail = errors.New("jail: crackbox is unprivileged, so QEMU runs as the caller without its own namespaces or mount view")
 
+// ErrSharedProcfs means the kernel (before Linux 5.8) gives a pid namespace one procfs
+// whose mount options every mount shares, so the jail's /proc cannot hide the host's
+// processes from QEMU; the run is refused rather than started with that view.
+var ErrSharedProcfs = errors.New("jail: this kernel shares one /proc per pid namespace (Linux before 5.8), so QEMU's jail cannot hide the host's processes; run crackbox on Linux 5.8 or later")
+
+// VMMJailKernel says whether this kernel can give the jail a /proc of its own: nil, or
+// ErrSharedProcfs (every root run would be refused).
+func VMMJailKernel() error {
+	if !kernelAtLeast(5, 8) {
+		return ErrSharedProcfs
+	}
+	return nil
+}
+
 // newVMMJail prepares a jail rooted at root (an empty dir is made there) for a process
 // running as id (nil: crackbox's own user) in leaf (nil: no cgroup).
 func newVMMJail(root string, id *vmmIdentity, leaf *cgroupLeaf) (*vmmJail, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNoVMMJail
 	}
-	// The directory is only a mount point in the launcher's private mount namespace.
+	// The directory is only a mount point in the jail thread's private mount namespace.
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("vmm jail root: %w", err)
 	}
 	j := &vmmJail{newNet: true}
 	j.cfg.Root = root
-	j.cfg.Procs = leaf.procsFiles()
+	j.cfg.CgroupDir, j.cfg.Tasks, j.cfg.HomeTasks = leaf.joinPaths()
 	if id != nil {
 		j.cfg.SetID, j.cfg.UID, j.cfg.GID, j.cfg.Groups = true, id.UID, id.GID, id.Groups
 	}
@@ -110,39 +127,138 @@ func (j *vmmJail) bind(path string, rw bool) {
 	j.cfg.Binds = append(j.cfg.Binds, jailBind{Path: path, RW: rw})
 }
 
+// bindPrefix makes a program installed outside /usr visible with what it loads: the
+// install prefix of <prefix>/bin/name (its lib/ and share/ hold QEMU's libraries and
+// firmware), or the file alone where it sits elsewhere.
+func (j *vmmJail) bindPrefix(bin string) {
+	if strings.HasPrefix(bin, "/usr/") {
+		return
+	}
+	dir := filepath.Dir(bin)
+	if prefix := filepath.Dir(dir); filepath.Base(dir) == "bin" && prefix != "/" && !strings.HasPrefix(prefix, "/home") && prefix != "/root" {
+		j.bind(prefix, false)
+		return
+	}
+	j.bind(bin, false)
+}
+
 func (j *vmmJail) device(path string) {
 	if _, err := os.Stat(path); err == nil {
 		j.cfg.Devices = append(j.cfg.Devices, path)
 	}
 }
 
-// command is an exec.Cmd that runs bin with args inside the jail. The caller sets its
-// stdio and ExtraFiles and may add to SysProcAttr; Setpgid and Pdeathsig are set.
+// command is an exec.Cmd that runs bin with args inside the jail once started with
+// start. The caller sets its stdio and ExtraFiles.
 func (j *vmmJail) command(bin string, args ...string) (*exec.Cmd, error) {
-	cfg, err := json.Marshal(j.cfg)
-	if err != nil {
-		return nil, err
-	}
 	if !filepath.IsAbs(bin) {
 		return nil, fmt.Errorf("vmm jail: %s: need an absolute path", bin)
 	}
-	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
-		Args: append([]string{vmmLauncherName, string(cfg), bin}, args...),
-		Env:  vmmEnv,
-		Dir:  "/",
-	}
-	flags := uintptr(syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	cmd := &exec.Cmd{Path: bin, Args: append([]string{bin}, args...), Env: vmmEnv, Dir: "/"}
+	flags := uintptr(syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC)
 	if j.newNet {
 		flags |= syscall.CLONE_NEWNET
 	}
+	// Go's child sets the parent-death signal after the credentials, which would clear it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: flags}
+	if j.cfg.SetID {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: j.cfg.UID, Gid: j.cfg.GID, Groups: j.cfg.Groups}
+	}
 	return cmd, nil
 }
 
-// qemuCommand is the exec.Cmd that starts QEMU for a run: through the jail when crackbox
-// is root, else directly (as the caller, with the same minimal environment).
-func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd, error) {
+// start starts cmd from a thread that has entered the jail. release must be called once
+// cmd.Wait has returned: the thread lives until then, because the parent-death signal
+// fires when the forking thread ends, not crackbox.
+func (j *vmmJail) start(cmd *exec.Cmd) (release func(), err error) {
+	var dir *os.File
+	if j.cfg.CgroupDir != "" {
+		if dir, err = os.Open(j.cfg.CgroupDir); err != nil {
+			return nil, fmt.Errorf("vmm cgroup: %w", err)
+		}
+		defer dir.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+	}
+	started, done := make(chan error, 1), make(chan struct{})
+	lockedOffMain(func() {
+		leave, err := j.fork(cmd)
+		started <- err
+		if err != nil {
+			return
+		}
+		// Off the start's path: moving a thread between v1 cgroups waits for an RCU grace
+		// period. A thread of crackbox left in the leaf would make the leaf's limits, and
+		// its removal (which kills what it holds), crackbox's own: QEMU is ended instead,
+		// saying why in its log.
+		if err := leave(); err != nil {
+			if cmd.Stderr != nil {
+				fmt.Fprintf(cmd.Stderr, "vmm jail: %v\n", err)
+			}
+			_ = cmd.Process.Kill()
+		}
+		<-done
+	})
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("vmm jail: %w", err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }, nil
+}
+
+// fork enters the jail on the calling (locked) thread and starts cmd from it; leave
+// takes the thread back out of the run's v1 cgroup leaf.
+func (j *vmmJail) fork(cmd *exec.Cmd) (leave func() error, err error) {
+	join, leave, err := enterJail(j.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := join(); err != nil {
+		leave()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		leave()
+		return nil, err
+	}
+	return leave, nil
+}
+
+// lockedOffMain runs f in a goroutine locked to a thread other than the process's main
+// one and never unlocks it, so the thread ends with f. The runtime never ends the main
+// thread: it parks it, and jail state made there would outlive the run in the thread
+// the kernel charges the process's memory to.
+func lockedOffMain(f func()) {
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() != unix.Getpid() {
+			f()
+			return
+		}
+		// The main thread stays locked to this goroutine until the other has locked a
+		// thread of its own, so that one cannot be the main thread.
+		locked := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			close(locked)
+			f()
+		}()
+		<-locked
+		runtime.UnlockOSThread()
+	}()
+}
+
+// startVMM starts cmd, in j unless j is nil; release is as for vmmJail.start.
+func startVMM(cmd *exec.Cmd, j *vmmJail) (release func(), err error) {
+	if j == nil {
+		return func() {}, cmd.Start()
+	}
+	return j.start(cmd)
+}
+
+// qemuCommand is the exec.Cmd that starts QEMU for a run and the jail to start it in
+// (startVMM): the jail when crackbox is root, else none (QEMU runs as the caller, with the
+// same minimal environment).
+func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd, *vmmJail, error) {
 	j, err := newVMMJail(rd.path("root"), st.vmm, st.leaf)
 	if errors.Is(err, ErrNoVMMJail) || (err == nil && vmmJailOff) {
 		cmd := exec.Command(st.qemu, args...)
@@ -151,12 +267,17 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 		if st.vmm != nil && os.Geteuid() == 0 {
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: st.vmm.UID, Gid: st.vmm.GID, Groups: st.vmm.Groups}
 		}
-		return cmd, nil
+		return cmd, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	j.bind(rd.VM, true)
+	qemu, err := filepath.EvalSymlinks(st.qemu)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: qemu %s: %w", ErrNoQEMU, st.qemu, err)
+	}
+	j.bindPrefix(qemu)
 	for _, s := range cfg.Shares {
 		if s.FS != FSVirtiofs {
 			j.bind(s.Host, !s.ReadOnly)
@@ -170,7 +291,8 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 		j.newNet = false
 		j.device("/dev/net/tun")
 	}
-	return j.command(st.qemu, args...)
+	cmd, err := j.command(qemu, args...)
+	return cmd, j, err
 }
 
 // vmmConfinement makes the run's cgroup leaf and says, in one warning, what the VMM runs

@@ -11,12 +11,47 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// The main goroutine keeps the main thread until probeJailThreads, which TestMain runs
+// before any test, so the probe knows the main thread is free when it waits.
+func init() { runtime.LockOSThread() }
+
+// jailThreadsOnMain counts the probe's lockedOffMain calls whose function ran on the
+// main thread.
+var jailThreadsOnMain = -1
+
+// probeJailThreads calls lockedOffMain with the main thread idle, as crackbox's CLI does
+// when its main goroutine waits for a run; the new goroutine is then most often run on
+// the main thread itself.
+func probeJailThreads() {
+	runtime.UnlockOSThread()
+	jailThreadsOnMain = 0
+	for range 20 {
+		tid := make(chan int)
+		lockedOffMain(func() { tid <- unix.Gettid() })
+		if <-tid == unix.Getpid() {
+			jailThreadsOnMain++
+		}
+	}
+}
+
+// TestJailThreadNeverMain: the thread QEMU is forked from is never the main thread, which
+// the runtime parks instead of ending, so the jail's mounts, no_new_privs and cgroup would
+// stay with the process's leader after the run.
+func TestJailThreadNeverMain(t *testing.T) {
+	if jailThreadsOnMain != 0 {
+		t.Fatalf("%d of 20 jail threads were the main thread (-1: TestMain did not probe)", jailThreadsOnMain)
+	}
+}
 
 // The helper below is this test binary started through the VMM launcher exactly as QEMU
 // is (vmmJail.command), with its own arguments instead of QEMU's.
@@ -33,6 +68,9 @@ func init() {
 type jailView struct {
 	DialErr  string   `json:"dial_err"`
 	Pids     []string `json:"pids"`
+	Self     string   `json:"self"`     // /proc/self, the helper's pid as /proc names it
+	Pid      int      `json:"pid"`      // its pid in its own namespace
+	KillErr  string   `json:"kill_err"` // signal 0 to a host process
 	SecretOK bool     `json:"secret_ok"`
 	RootList []string `json:"root_list"`
 	EtcList  []string `json:"etc_list"`
@@ -54,6 +92,13 @@ func jailHelper(action string, args []string) {
 		for _, e := range ents {
 			if _, err := strconv.Atoi(e.Name()); err == nil {
 				v.Pids = append(v.Pids, e.Name())
+			}
+		}
+		v.Self, _ = os.Readlink("/proc/self")
+		v.Pid = os.Getpid()
+		if host, err := strconv.Atoi(args[2]); err == nil {
+			if err := syscall.Kill(host, 0); err != nil {
+				v.KillErr = err.Error()
 			}
 		}
 		_, err = os.Stat(args[1])
@@ -93,7 +138,7 @@ func jailHelper(action string, args []string) {
 	}
 }
 
-// startHelper starts the helper through the launcher as QEMU would be started for a run
+// startHelper starts the helper through the jail as QEMU would be started for a run
 // whose QEMU is id, in leaf.
 func startHelper(t *testing.T, id *vmmIdentity, leaf *cgroupLeaf, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
@@ -112,9 +157,11 @@ func startHelper(t *testing.T, id *vmmIdentity, leaf *cgroupLeaf, args ...string
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
+	release, err := j.start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(release)
 	return cmd, &out, &errb
 }
 
@@ -153,7 +200,7 @@ func TestVMMJailConfines(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := claimForTest(t)
-	cmd, out, errb := startHelper(t, id, nil, "probe", ln.Addr().String(), secret)
+	cmd, out, errb := startHelper(t, id, nil, "probe", ln.Addr().String(), secret, strconv.Itoa(os.Getpid()))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v: %s", err, errb)
 	}
@@ -164,11 +211,21 @@ func TestVMMJailConfines(t *testing.T) {
 	if v.DialErr == "" {
 		t.Errorf("the jailed helper connected to the host's loopback service %s", ln.Addr())
 	}
-	if len(v.Pids) != 1 || v.Pids[0] != "1" {
-		t.Errorf("the jailed helper sees pids %v, want only itself as 1", v.Pids)
+	if len(v.Pids) != 1 || v.Pids[0] != v.Self {
+		t.Errorf("the jailed helper sees pids %v in /proc, want only itself (%s)", v.Pids, v.Self)
+	}
+	if v.Pid != 1 {
+		t.Errorf("the jailed helper is pid %d, want 1 of a pid namespace of its own", v.Pid)
+	}
+	if v.KillErr == "" {
+		t.Errorf("the jailed helper could signal the host's pid %d", os.Getpid())
 	}
 	if v.SecretOK {
 		t.Errorf("the jailed helper sees %s outside its view", secret)
+	}
+	// The view belongs to the thread QEMU was forked from, never to crackbox's others.
+	if _, err := os.Stat(secret); err != nil {
+		t.Errorf("crackbox itself lost the host's view after starting the jail: %v", err)
 	}
 	exe, _ := os.Executable()
 	allowed := map[string]bool{"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true,
@@ -208,12 +265,12 @@ func TestVMMJailEnvAndIdentity(t *testing.T) {
 	}
 }
 
-// readEnviron waits until pid has exec'd past the launcher and returns its environ.
+// readEnviron waits until pid has exec'd the helper and returns its environ.
 func readEnviron(t *testing.T, pid int) string {
 	t.Helper()
 	for range 500 {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(jailHelperArg)) && !bytes.HasPrefix(b, []byte(vmmLauncherName)) {
+		if err == nil && bytes.Contains(b, []byte(jailHelperArg)) {
 			env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 			return string(env)
 		}
@@ -266,5 +323,132 @@ func TestVMMLimitsFollowTheRun(t *testing.T) {
 	}
 	if vmmLimits(512, 200).CPUWeight != 10000 {
 		t.Fatal("cpu.weight must stay within 10000")
+	}
+}
+
+// TestVMMJailClonesIntoV2Leaf: under cgroup v2 QEMU is cloned straight into its leaf
+// (CLONE_INTO_CGROUP), so it never runs a moment outside it. The host here may be v1, so
+// the test mounts the v2 hierarchy itself; a leaf there needs no controllers to hold a
+// process.
+func TestVMMJailClonesIntoV2Leaf(t *testing.T) {
+	requireRoot(t)
+	mnt := t.TempDir()
+	if err := syscall.Mount("cgroup2", mnt, "cgroup2", 0, ""); err != nil {
+		testreq.Check(t, err, "a cgroup2 mount", "a kernel with cgroup v2 (Linux 4.5 or later)")
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	name := "crackbox-test-v2-" + strconv.Itoa(os.Getpid())
+	dir := filepath.Join(mnt, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Rmdir(dir) })
+	leaf := &cgroupLeaf{v2: true, dirs: map[string]string{"": dir}}
+	cmd, _, errb := startHelper(t, claimForTest(t), leaf, "wait")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "0::/"+name+"\n") {
+		t.Fatalf("the jailed helper's cgroups:\n%s\nwant the v2 leaf /%s (stderr %s)", b, name, errb)
+	}
+	procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if got := strings.Fields(string(procs)); len(got) != 1 || got[0] != strconv.Itoa(cmd.Process.Pid) {
+		t.Fatalf("the leaf holds %v, want only the helper %d", got, cmd.Process.Pid)
+	}
+}
+
+// TestVMMJailLeafHoldsOnlyQEMU: the run's leaf (v1 here: the forking thread joins it and
+// leaves again) holds the jailed process and nothing of crackbox.
+func TestVMMJailLeafHoldsOnlyQEMU(t *testing.T) {
+	requireRoot(t)
+	if _, err := CgroupSupport(); err != nil {
+		testreq.Check(t, err, "cgroup support", "mount a cgroup v2 (or v1 memory/pids) hierarchy")
+	}
+	leaf, err := newCgroupLeaf("test-only-"+strconv.Itoa(os.Getpid()), vmmLimits(64, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.remove()
+	cmd, _, _ := startHelper(t, claimForTest(t), leaf, "wait")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	want := strconv.Itoa(cmd.Process.Pid)
+	for ctl, d := range leaf.dirs {
+		// A thread of crackbox left behind shows in v1's tasks by its own id (and makes
+		// cgroup.procs list crackbox). The forking thread leaves just after the start, so
+		// give it a moment.
+		var stray []string
+		for range 100 {
+			stray = stray[:0]
+			b, _ := os.ReadFile(filepath.Join(d, "tasks"))
+			for _, tid := range strings.Fields(string(b)) {
+				if _, err := os.Stat("/proc/self/task/" + tid); err == nil {
+					stray = append(stray, tid)
+				}
+			}
+			if len(stray) == 0 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(stray) > 0 {
+			t.Errorf("leaf %q still holds crackbox's threads %v", ctl, stray)
+		}
+		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if got := strings.Fields(string(b)); len(got) != 1 || got[0] != want {
+			t.Errorf("leaf %q holds %v, want only the helper %s (crackbox is %d)", ctl, got, want, os.Getpid())
+		}
+	}
+}
+
+// TestVMMJailQEMUOutsideUsr: a QEMU installed under its own prefix and reached through a
+// symlink starts in the jail with its prefix (libraries, firmware) in view.
+func TestVMMJailQEMUOutsideUsr(t *testing.T) {
+	requireRoot(t)
+	top := t.TempDir()
+	prefix := filepath.Join(top, "opt", "qemu")
+	for _, d := range []string{"bin", "share"} {
+		os.MkdirAll(filepath.Join(prefix, d), 0o755)
+	}
+	if err := os.WriteFile(filepath.Join(prefix, "share", "firmware"), []byte("firmware-here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(prefix, "bin", "qemu-system-x86_64")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec cat \"${0%/bin/*}/share/firmware\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(top, "qemu")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	rd := &runDir{ID: "test", Dir: t.TempDir(), VM: t.TempDir()}
+	cmd, j, err := qemuCommand(vmStart{qemu: link, vmm: claimForTest(t)}, vmConfig{}, rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	release, err := startVMM(cmd, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := cmd.Wait(); err != nil || out.String() != "firmware-here\n" {
+		t.Fatalf("jailed qemu from %s: %v, out %q, stderr %q", link, err, out.String(), errb.String())
+	}
+}
+
+func TestReleaseAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		release string
+		ok      bool
+	}{
+		{"5.7.0", true}, {"5.6.19-amd64", false}, {"6.1.0-57-cloud-amd64", true},
+		{"4.19.0", false}, {"5.10", true}, {"10.0.1", true}, {"garbage", false}, {"", false},
+	} {
+		if got := releaseAtLeast(tc.release, 5, 7); got != tc.ok {
+			t.Errorf("releaseAtLeast(%q, 5, 7) = %v, want %v", tc.release, got, tc.ok)
+		}
 	}
 }

@@ -1,61 +1,90 @@
 package jail
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// Every binary that links this package can be the launcher: vmmJail.command re-executes
-// /proc/self/exe with argv[0] set to vmmLauncherName, and this runs before main (or the
-// test binary's flag parsing) sees the arguments.
-func init() {
-	if len(os.Args) < 3 || os.Args[0] != vmmLauncherName {
-		return
-	}
-	runtime.LockOSThread() // no_new_privs and the parent-death signal are per thread
-	var cfg jailConfig
-	if err := json.Unmarshal([]byte(os.Args[1]), &cfg); err != nil {
-		launcherFail(fmt.Errorf("config: %w", err))
-	}
-	launcherFail(launch(cfg, os.Args[2], os.Args[2:]))
-}
-
-func launcherFail(err error) {
-	fmt.Fprintf(os.Stderr, "%s: %v\n", vmmLauncherName, err)
-	os.Exit(127)
-}
-
-// launch builds the jail from inside the new namespaces and execs bin; it returns only
-// on failure.
-func launch(cfg jailConfig, bin string, argv []string) error {
-	for _, p := range cfg.Procs {
-		if err := os.WriteFile(p, []byte("0"), 0); err != nil {
-			return fmt.Errorf("join cgroup %s: %w", p, err)
+// enterJail turns the calling OS thread into the jail QEMU is forked from: a mount and a
+// UTS namespace of its own holding only the view in cfg, no_new_privs and no ambient
+// capabilities. A child forked from this thread inherits all of it, so nothing of
+// crackbox has to run again in the child before QEMU's exec. The caller has locked the
+// thread and never unlocks it, so the thread ends with its goroutine (lockedOffMain).
+// join puts the thread into the run's v1 cgroup leaf right before the fork and leave
+// takes it back out after; the view has no /sys, so both are opened first.
+func enterJail(cfg jailConfig) (join, leave func() error, err error) {
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var leaf, home []*os.File
+	closeAll := func() {
+		for _, f := range append(leaf, home...) {
+			f.Close()
 		}
 	}
-	if err := buildRoot(cfg); err != nil {
-		return err
+	for _, p := range cfg.Tasks {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("cgroup %s: %w", p, err)
+		}
+		leaf = append(leaf, f)
+	}
+	for _, p := range cfg.HomeTasks {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("cgroup %s: %w", p, err)
+		}
+		home = append(home, f)
+	}
+	if err := enterView(cfg); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	write := func(fs []*os.File, what string) error {
+		var errs []error
+		for _, f := range fs {
+			if _, err := f.Write(tid); err != nil {
+				errs = append(errs, fmt.Errorf("%s the vmm cgroup %s: %w", what, f.Name(), err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	join = func() error { return write(leaf, "join") }
+	leave = func() error {
+		defer closeAll()
+		return write(home, "leave")
+	}
+	return join, leave, nil
+}
+
+func enterView(cfg jailConfig) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS | unix.CLONE_NEWUTS); err != nil {
+		return fmt.Errorf("unshare: %w", err)
 	}
 	if err := unix.Sethostname([]byte("vmm")); err != nil {
 		return fmt.Errorf("hostname: %w", err)
 	}
-	if err := dropPrivileges(cfg); err != nil {
+	if err := buildRoot(cfg); err != nil {
 		return err
 	}
-	return fmt.Errorf("exec %s: %w", bin, syscall.Exec(bin, argv, vmmEnv))
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	return nil
 }
 
 // buildRoot mounts a tmpfs on cfg.Root, puts the binds, links and devices on it, a
-// private /proc, and pivots into it.
+// /proc that hides other users' processes, and pivots into it.
 func buildRoot(cfg jailConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -80,8 +109,11 @@ func buildRoot(cfg jailConfig) error {
 		}
 	}
 	for _, l := range cfg.Links {
-		if err := os.Symlink(l[1], filepath.Join(r, l[0])); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("link %s: %w", l[0], err)
+		// A bind made there first (a QEMU found under /bin) would hide the link's target.
+		if err := os.Symlink(l[1], filepath.Join(r, l[0])); err != nil {
+			if t, rerr := os.Readlink(filepath.Join(r, l[0])); rerr != nil || t != l[1] {
+				return fmt.Errorf("link %s: %w", l[0], err)
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(r, "dev"), 0o755); err != nil {
@@ -93,9 +125,24 @@ func buildRoot(cfg jailConfig) error {
 	if err := os.Mkdir(filepath.Join(r, "proc"), 0o555); err != nil {
 		return err
 	}
-	// The pid namespace is new, so this /proc shows the jail's processes only.
-	if err := unix.Mount("proc", filepath.Join(r, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	// This thread is in the host's pid namespace, so the procfs is the host's; with
+	// hidepid=2 a process sees only the pid directories of its own uid, and QEMU's uid is
+	// the run's alone. QEMU needs /proc for /dev/fd/N (its kernel and initrd).
+	if err := unix.Mount("proc", filepath.Join(r, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2"); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
+	}
+	// Before Linux 5.8 a pid namespace has one procfs whose options all its mounts share,
+	// so this mount would be the host's /proc, hidepid ignored: refuse rather than show
+	// QEMU every host process.
+	var jp, hp unix.Stat_t
+	if err := unix.Stat(filepath.Join(r, "proc"), &jp); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if err := unix.Stat("/proc", &hp); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if jp.Dev == hp.Dev {
+		return ErrSharedProcfs
 	}
 	if err := os.Chdir(r); err != nil {
 		return err
@@ -171,35 +218,4 @@ func mountPoint(dst string, dir bool) error {
 		return err
 	}
 	return f.Close()
-}
-
-// dropPrivileges becomes QEMU's user (as root) or sheds the launcher's capabilities (in
-// a user namespace), then sets no_new_privs and the parent-death signal, which a
-// credential change clears.
-func dropPrivileges(cfg jailConfig) error {
-	if cfg.SetID {
-		groups := make([]int, len(cfg.Groups))
-		for i, g := range cfg.Groups {
-			groups[i] = int(g)
-		}
-		if err := syscall.Setgroups(groups); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
-		}
-		if err := syscall.Setresgid(int(cfg.GID), int(cfg.GID), int(cfg.GID)); err != nil {
-			return fmt.Errorf("setresgid: %w", err)
-		}
-		if err := syscall.Setresuid(int(cfg.UID), int(cfg.UID), int(cfg.UID)); err != nil {
-			return fmt.Errorf("setresuid: %w", err)
-		}
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("clear ambient capabilities: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
-		return fmt.Errorf("parent-death signal: %w", err)
-	}
-	return nil
 }
