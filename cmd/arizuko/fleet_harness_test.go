@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crackbox/crackbox/internal/natstest"
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -78,7 +79,14 @@ type runnerProc struct {
 // agent) and starts the control plane.
 func newFleet(t *testing.T, folders map[string]string) *fleetEnv {
 	t.Helper()
-	f := &fleetEnv{t: t, nats: natstest.Start(t, 3), live: t.TempDir(), runners: map[string]*runnerProc{}}
+	return newFleetOn(t, folders, "127.0.0.1")
+}
+
+// newFleetOn is newFleet with NATS and the control plane listening on host
+// alone: the bridge address of simulated hosts, for runners in namespaces.
+func newFleetOn(t *testing.T, folders map[string]string, host string) *fleetEnv {
+	t.Helper()
+	f := &fleetEnv{t: t, nats: natstest.StartOn(t, 3, host), live: t.TempDir(), runners: map[string]*runnerProc{}}
 	f.data, f.env = initData(t)
 	cfg := fmt.Sprintf("[fleet]\nnats = %q\nlease_ttl = %q\n", f.nats.URL(), fleetLeaseTTL.String())
 	if err := os.WriteFile(filepath.Join(f.data, "arizuko.toml"), []byte(cfg), 0o600); err != nil {
@@ -95,7 +103,7 @@ func newFleet(t *testing.T, folders map[string]string) *fleetEnv {
 		mustAz(t, f.env, "folder", "add", name, "--agent", "sh "+script)
 	}
 	f.token = strings.TrimSpace(readFile(t, filepath.Join(f.data, "token")))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,10 +168,19 @@ func (f *fleetEnv) stopCP(sig syscall.Signal) {
 // startRunner runs `arizuko runner` with its own data dir, agents on the host.
 func (f *fleetEnv) startRunner(name, token string, capacity int, extra ...string) *runnerProc {
 	f.t.Helper()
+	return f.startRunnerIn(nil, name, token, capacity, extra...)
+}
+
+// startRunnerIn is startRunner inside simulated host x (nil: this host).
+func (f *fleetEnv) startRunnerIn(x *nettest.Host, name, token string, capacity int, extra ...string) *runnerProc {
+	f.t.Helper()
 	r := &runnerProc{name: name, data: filepath.Join(f.t.TempDir(), name), logs: &syncBuf{}, done: make(chan struct{})}
 	args := append([]string{"runner", "--nats", f.nats.URL(), "--server", "http://" + f.addr, "--token", token,
 		"--capacity", fmt.Sprint(capacity), "--unsafe-host-agent", "--log-level", "info"}, extra...)
 	r.cmd = exec.Command(binary, args...)
+	if x != nil {
+		r.cmd = x.Command(binary, args...)
+	}
 	r.cmd.Env = env(f.t, r.data)
 	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
 	if err := r.cmd.Start(); err != nil {
@@ -174,6 +191,19 @@ func (f *fleetEnv) startRunner(name, token string, capacity int, extra ...string
 	f.runners[name] = r
 	f.mu.Unlock()
 	return r
+}
+
+// waitPulling waits until each named runner has started pulling turns.
+func (f *fleetEnv) waitPulling(names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		f.mu.Lock()
+		r := f.runners[n]
+		f.mu.Unlock()
+		f.waitFor(60*time.Second, "runner "+n+" pulling turns", func() bool {
+			return strings.Contains(r.logs.String(), "runner pulling turns")
+		})
+	}
 }
 
 func (f *fleetEnv) waitFor(d time.Duration, what string, ok func() bool) {

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/service/servicetest"
@@ -45,15 +46,16 @@ func specPath(p string) string {
 	return strings.ReplaceAll(p, "...}", "}")
 }
 
-// daemonServer is the daemon's full handler (core API, pipeline, web chat).
-func daemonServer(t *testing.T) (*api.Server, *service.Local) {
+// daemonServer is the daemon's full handler (core API, pipeline, web chat,
+// and the fleet routes when tc has a NATS URL).
+func daemonServer(t *testing.T, tc TurnsConfig) (*api.Server, *service.Local) {
 	t.Helper()
 	ctx := context.Background()
 	l := servicetest.New(t, servicetest.Options{}).L
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })
-	h, stop, err := startTurns(ctx, TurnsConfig{}, l, openapiAdmin, "")
+	h, stop, err := startTurns(ctx, tc, l, openapiAdmin, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +65,26 @@ func daemonServer(t *testing.T) (*api.Server, *service.Local) {
 
 const openapiAdmin = "0123456789abcdef0123"
 
-// Every route the daemon registers is in the document with its class, and
-// every operation of the document is a route the daemon registers.
+// fleetTurns is a pipeline whose turns go to a real one-node JetStream
+// cluster, so the daemon serves the fleet routes too.
+func fleetTurns(t *testing.T) TurnsConfig {
+	return TurnsConfig{fleet: FleetConfig{NATS: natstest.Start(t, 1).URL(), Replicas: 1}}
+}
+
+// Every route the daemon registers, the fleet's included, is in the document
+// with its class, and every operation of the document is a route it registers.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	doc := loadOpenAPI(t)
-	s, _ := daemonServer(t)
+	s, _ := daemonServer(t, fleetTurns(t))
+	fleet := 0
+	for _, r := range s.Routes() {
+		if r.Class == api.Fleet {
+			fleet++
+		}
+	}
+	if fleet < 4 {
+		t.Fatalf("the daemon with --nats serves %d fleet routes, want the runner's four", fleet)
+	}
 	served := map[string]api.Class{}
 	for _, r := range s.Routes() {
 		served[r.Method+" "+specPath(r.Path)] = r.Class
@@ -104,15 +121,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // Real answers of the daemon, successes and errors, validate against the
 // document's schemas (which refuse undocumented fields).
 func TestOpenAPISampleResponses(t *testing.T) {
-	doc := loadOpenAPI(t)
-	s, l := daemonServer(t)
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	doc.Servers = openapi3.Servers{{URL: srv.URL}}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, router, l := specServer(t, TurnsConfig{})
 	ctx := service.WithPrincipal(context.Background(), service.AdminPrincipal)
 	read, err := l.AddToken(ctx, service.TokenIn{Name: "dash", Kind: service.KindRead})
 	if err != nil {
@@ -176,25 +185,7 @@ func TestOpenAPISampleResponses(t *testing.T) {
 		openapi3filter.RegisterBodyDecoder(ct, text)
 	}
 	for _, st := range steps {
-		req, _ := http.NewRequest(st.method, srv.URL+st.path, strings.NewReader(st.body))
-		if st.token != "" {
-			req.Header.Set("Authorization", "Bearer "+st.token)
-		}
-		if st.body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		name := st.method + " " + st.path
-		if resp.StatusCode != st.status {
-			t.Errorf("%s: %d %s, want %d", name, resp.StatusCode, body, st.status)
-			continue
-		}
-		validate(t, router, name, req, resp, body)
+		checkStep(t, router, srv.URL, st.method, st.path, st.token, st.body, nil, st.status)
 	}
 
 	// The routed message made a turn; its detail validates too.
@@ -216,6 +207,50 @@ func TestOpenAPISampleResponses(t *testing.T) {
 			t.Fatal("the routed message made no turn")
 		}
 	}
+}
+
+// specServer serves the daemon of tc over HTTP until the test ends, with a
+// router of the document pointed at it.
+func specServer(t *testing.T, tc TurnsConfig) (*httptest.Server, routers.Router, *service.Local) {
+	t.Helper()
+	doc := loadOpenAPI(t)
+	s, l := daemonServer(t, tc)
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	doc.Servers = openapi3.Servers{{URL: srv.URL}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, router, l
+}
+
+// checkStep sends one request (the token, when set, as the bearer; header
+// added) and wants status and an answer that validates against the document.
+func checkStep(t *testing.T, router routers.Router, url, method, path, token, body string, header map[string]string, status int) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	name := method + " " + path
+	if resp.StatusCode != status {
+		t.Errorf("%s: %d %s, want %d", name, resp.StatusCode, got, status)
+		return
+	}
+	validate(t, router, name, req, resp, got)
 }
 
 func validate(t *testing.T, router routers.Router, name string, req *http.Request, resp *http.Response, body []byte) {

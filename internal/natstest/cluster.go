@@ -20,6 +20,7 @@ import (
 type Cluster struct {
 	t       testing.TB
 	Name    string
+	host    string // where clients connect
 	opts    []*server.Options
 	servers []*server.Server
 }
@@ -28,10 +29,18 @@ type Cluster struct {
 // so streams and KV buckets can be created at once. The nodes stop when the test ends.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartOn(t, n, "127.0.0.1")
+}
+
+// StartOn is Start with the client ports on host (routes stay on loopback),
+// for clients in other network namespaces. The nodes do not advertise other
+// client addresses, so a client only ever dials host.
+func StartOn(t testing.TB, n int, host string) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: %d nodes; need at least 1", n)
 	}
-	c := &Cluster{t: t, Name: "natstest"}
+	c := &Cluster{t: t, Name: "natstest", host: host}
 	clientPorts := freePorts(t, n)
 	routePorts := freePorts(t, n)
 	var routes []string
@@ -41,7 +50,7 @@ func Start(t testing.TB, n int) *Cluster {
 	for i := 0; i < n; i++ {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
-			Host:       "127.0.0.1",
+			Host:       host,
 			Port:       clientPorts[i],
 			JetStream:  true,
 			StoreDir:   t.TempDir(),
@@ -49,7 +58,7 @@ func Start(t testing.TB, n int) *Cluster {
 			NoLog:      true,
 		}
 		if n > 1 {
-			o.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: routePorts[i]}
+			o.Cluster = server.ClusterOpts{Name: c.Name, Host: "127.0.0.1", Port: routePorts[i], NoAdvertise: true}
 			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		}
 		c.opts = append(c.opts, o)
@@ -109,14 +118,14 @@ func (c *Cluster) WaitReady() {
 func (c *Cluster) URL() string {
 	var urls []string
 	for _, o := range c.opts {
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
+		urls = append(urls, fmt.Sprintf("nats://%s:%d", c.host, o.Port))
 	}
 	return strings.Join(urls, ",")
 }
 
 // NodeURL is the client URL of node i alone.
 func (c *Cluster) NodeURL(i int) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port)
+	return fmt.Sprintf("nats://%s:%d", c.host, c.opts[i].Port)
 }
 
 // Connect opens a client connection to the whole cluster, closed when the test ends.

@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -33,6 +34,11 @@ func TestClusterSurvivesOneNode(t *testing.T) {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		if _, err = kv.Put(actx, "k", []byte("v2")); err == nil {
 			e, err = kv.Get(actx, "k")
+		}
+		// KV reads are direct gets any replica may answer, so one that has
+		// not applied the put yet answers the old value; read again.
+		if err == nil && string(e.Value()) != "v2" {
+			err = fmt.Errorf("stale read %q", e.Value())
 		}
 		acancel()
 		if err == nil {

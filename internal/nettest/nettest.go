@@ -1,6 +1,7 @@
 // Package nettest holds the network fixtures tests share: loopback servers that run a
 // handler per connection, an echo upstream, a DNS server, the holder of the ports a guest
-// dials, and a buffer servers may write while the test reads. Every listener is closed at cleanup.
+// dials, a buffer servers may write while the test reads, and simulated hosts in network
+// namespaces (hosts.go). Every listener, namespace and link is removed at cleanup.
 package nettest
 
 import (

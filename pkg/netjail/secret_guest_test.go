@@ -4,18 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -36,45 +29,6 @@ import (
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
-// testCert is a CA and one leaf it signed.
-type testCert struct {
-	caPEM []byte
-	pool  *x509.CertPool
-	leaf  tls.Certificate
-}
-
-func makeCert(t *testing.T, cn string, names ...string) testCert {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return testCert{
-		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pool:  pool,
-		leaf:  tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-	}
-}
-
 // origins are two HTTPS servers on loopback addresses of their own: api.test,
 // the host the secret is bound to, and evil.test, an attacker's server whose
 // certificate for api.test comes from the attacker's own CA. Both record
@@ -87,7 +41,7 @@ type origins struct {
 	arrived       map[string]chan struct{}
 }
 
-func startOrigins(t *testing.T, api, evil testCert) *origins {
+func startOrigins(t *testing.T, api, evil nettest.Cert) *origins {
 	t.Helper()
 	base := fmt.Sprintf("127.%d.%d.", 100+mrand.IntN(150), 1+mrand.IntN(250))
 	o := &origins{apiIP: base + "2", evilIP: base + "3", seen: map[string][]string{},
@@ -95,7 +49,7 @@ func startOrigins(t *testing.T, api, evil testCert) *origins {
 	for _, srv := range []struct {
 		label, ip string
 		cert      tls.Certificate
-	}{{"api", o.apiIP, api.leaf}, {"evil", o.evilIP, evil.leaf}} {
+	}{{"api", o.apiIP, api.Leaf}, {"evil", o.evilIP, evil.Leaf}} {
 		ln, err := net.Listen("tcp", net.JoinHostPort(srv.ip, "443"))
 		if err != nil {
 			t.Skipf("origin listen %s:443: %v", srv.ip, err)
@@ -287,7 +241,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots two guests")
 	}
-	apiCert, ownCert := makeCert(t, "api test CA", "api.test"), makeCert(t, "the guest's own CA", "api.test")
+	apiCert, ownCert := nettest.NewCert(t, "api test CA", "api.test"), nettest.NewCert(t, "the guest's own CA", "api.test")
 	o := startOrigins(t, apiCert, ownCert)
 	logs := &nettest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -306,7 +260,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 			"api.test": {netip.MustParseAddr(o.apiIP)}, "evil.test": {netip.MustParseAddr(o.evilIP)},
 		},
 		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix(o.apiIP + "/32"), netip.MustParsePrefix(o.evilIP + "/32")},
-		UpstreamRoots: apiCert.pool, DecisionLog: &syncWriter{w: dlog}, Logger: logger,
+		UpstreamRoots: apiCert.Pool, DecisionLog: &syncWriter{w: dlog}, Logger: logger,
 	}
 
 	runs := []*guestRun{
@@ -335,7 +289,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 		g.set, g.wd = set, t.TempDir()
 		os.Chmod(g.wd, 0o777)
 		os.WriteFile(filepath.Join(g.wd, "t.py"), []byte(secretGuestPy), 0o644)
-		os.WriteFile(filepath.Join(g.wd, "own-ca.pem"), ownCert.caPEM, 0o644)
+		os.WriteFile(filepath.Join(g.wd, "own-ca.pem"), ownCert.CAPEM, 0o644)
 		nr, err := Prepare(ctx, Options{Mode: jail.NetTap, Pool: testPool, RunsDir: t.TempDir(), UID: -1, GID: -1,
 			Allow: list, Proxy: popts, Secrets: set, Log: logger})
 		if err != nil {

@@ -3,20 +3,17 @@ package turn
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/jail"
@@ -42,36 +39,6 @@ echo "CHECK insecure $(curl -ksS -o /dev/null -w '%{http_code}' -H "Authorizatio
 } > $HOME/out.txt 2>&1
 `
 
-// recorder is a TLS upstream with its own certificate that keeps every
-// request line and header it receives and echoes the headers back.
-type recorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	seen bytes.Buffer
-}
-
-func startRecorder(t *testing.T) *recorder {
-	r := &recorder{}
-	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s %s?%s\n", req.Host, req.URL.Path, req.URL.RawQuery)
-		req.Header.Write(&b)
-		r.mu.Lock()
-		r.seen.WriteString(b.String() + "\n")
-		r.mu.Unlock()
-		fmt.Fprint(w, "echo "+b.String())
-	}))
-	r.srv.StartTLS()
-	t.Cleanup(r.srv.Close)
-	return r
-}
-
-func (r *recorder) requests() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.seen.String()
-}
-
 // Three sibling folders inherit the secret K from corp. corp/a's inject
 // grant gives its guest only a placeholder and has the proxy send the value
 // to the upstream, even beside a shell:env grant for the same key; corp/b,
@@ -80,10 +47,9 @@ func (r *recorder) requests() string {
 // guest. Nothing arizuko keeps holds the value.
 func TestGuestInjectGrant(t *testing.T) {
 	jenv := jailtest.Require(t)
-	up := startRecorder(t)
-	port := up.srv.Listener.Addr().(interface{ AddrPort() netip.AddrPort }).AddrPort().Port()
-	roots := x509.NewCertPool()
-	roots.AddCert(up.srv.Certificate())
+	up := nettest.NewHTTPSEcho(t)
+	port := up.Port()
+	roots := up.Roots()
 
 	e := newEnv(t, "", "corp")
 	ctx := context.Background()
@@ -135,7 +101,7 @@ func TestGuestInjectGrant(t *testing.T) {
 		t.Logf("%s out.txt:\n%s", f, b)
 		return string(b)
 	}
-	seen := up.requests()
+	seen := up.Requests()
 	t.Logf("upstream saw:\n%s", seen)
 
 	// corp/a: a placeholder everywhere in the guest, the value at the upstream.

@@ -1,0 +1,53 @@
+package nettest
+
+import (
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A simulated host reaches the bridge address over its veth, not once the
+// link is down, and again when it is up; leftovers of a crashed run with the
+// same names do not stop it, and at cleanup no namespace or link is left.
+func TestHostsLinkAndCleanup(t *testing.T) {
+	var ns, link string
+	t.Run("hosts", func(t *testing.T) {
+		crashed := NewHosts(t, 1)
+		crashed.List = nil // as if the run died before its cleanup
+		h := NewHosts(t, 2)
+		ns, link = h.List[0].NS, h.List[0].Veth
+		addr := Serve(Listen(t, net.JoinHostPort(h.Addr, "0")), func(c net.Conn) { c.Write([]byte("hi")); c.Close() })
+		dial := func(x *Host) bool {
+			host, port, _ := net.SplitHostPort(addr)
+			out, err := x.Command("timeout", "3", "bash", "-c", "exec 3<>/dev/tcp/"+host+"/"+port+" && cat <&3").CombinedOutput()
+			return err == nil && string(out) == "hi"
+		}
+		if !dial(h.List[0]) || !dial(h.List[1]) {
+			t.Fatal("a host cannot reach the bridge address")
+		}
+		h.List[0].SetLink(t, false)
+		if dial(h.List[0]) {
+			t.Fatal("a host with its link down reached the bridge address")
+		}
+		if !dial(h.List[1]) {
+			t.Fatal("cutting one host's link cut the other's")
+		}
+		h.List[0].SetLink(t, true)
+		// The neighbour entry failed while the link was down; the next tries
+		// resolve it again.
+		back := false
+		for deadline := time.Now().Add(15 * time.Second); !back && time.Now().Before(deadline); {
+			back = dial(h.List[0])
+		}
+		if !back {
+			t.Fatal("a host did not reach the bridge address after its link came back")
+		}
+	})
+	nss, _ := exec.Command("ip", "netns", "list").Output()
+	links, _ := exec.Command("ip", "-o", "link").Output()
+	if strings.Contains(string(nss), ns) || strings.Contains(string(links), link) {
+		t.Fatalf("left behind: netns %s or link %s\n%s\n%s", ns, link, nss, links)
+	}
+}
