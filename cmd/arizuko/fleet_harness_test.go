@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -103,12 +104,7 @@ func newFleetOn(t *testing.T, folders map[string]string, host string) *fleetEnv 
 		mustAz(t, f.env, "folder", "add", name, "--agent", "sh "+script)
 	}
 	f.token = strings.TrimSpace(readFile(t, filepath.Join(f.data, "token")))
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.addr = ln.Addr().String()
-	ln.Close()
+	f.addr = net.JoinHostPort(host, strconv.Itoa(nettest.FreePort(t, host)))
 	f.client = api.NewClient("http://"+f.addr, f.token)
 	f.startCP()
 	t.Cleanup(func() {

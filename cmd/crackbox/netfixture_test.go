@@ -237,12 +237,5 @@ func hostAddrs() (v4, v6 string) {
 	return v4, v6
 }
 
-// freePort returns a TCP port free on all addresses right now.
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort returns a TCP port free on all addresses.
+func freePort(t testing.TB) int { return nettest.FreePort(t, "0.0.0.0") }

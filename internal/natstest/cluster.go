@@ -6,7 +6,7 @@ package natstest
 import (
 	"context"
 	"fmt"
-	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 // Cluster is a running set of JetStream nodes sharing one cluster name.
@@ -41,8 +43,8 @@ func StartOn(t testing.TB, n int, host string) *Cluster {
 		t.Fatalf("natstest: %d nodes; need at least 1", n)
 	}
 	c := &Cluster{t: t, Name: "natstest", host: host}
-	clientPorts := freePorts(t, n)
-	routePorts := freePorts(t, n)
+	clientPorts := freePorts(t, host, n, nil)
+	routePorts := freePorts(t, "127.0.0.1", n, clientPorts)
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -164,22 +166,15 @@ func (c *Cluster) Shutdown() {
 	}
 }
 
-// freePorts reserves n loopback ports by binding and releasing them; the cluster needs
-// every route port before any node starts.
-func freePorts(t testing.TB, n int) []int {
+// freePorts picks n ports free on host and not in taken: the cluster needs
+// every route port before any node starts, and a node restarts on its old ports.
+func freePorts(t testing.TB, host string, n int, taken []int) []int {
 	t.Helper()
-	var ls []net.Listener
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("natstest: reserve port: %v", err)
+	for len(ports) < n {
+		if p := nettest.FreePort(t, host); !slices.Contains(ports, p) && !slices.Contains(taken, p) {
+			ports = append(ports, p)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
 	}
 	return ports
 }

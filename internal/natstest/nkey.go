@@ -19,7 +19,7 @@ func StartNKey(t testing.TB) (url, seed, wrongSeed string) {
 	dir := t.TempDir()
 	seed, pub := writeSeed(t, filepath.Join(dir, "user.nk"))
 	wrongSeed, _ = writeSeed(t, filepath.Join(dir, "wrong.nk"))
-	port := freePorts(t, 1)[0]
+	port := freePorts(t, "127.0.0.1", 1, nil)[0]
 	s, err := server.NewServer(&server.Options{
 		ServerName: "nkey", Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(),
 		NoSigs: true, NoLog: true, Nkeys: []*server.NkeyUser{{Nkey: pub}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -63,5 +64,25 @@ func TestBufferConcurrentWrites(t *testing.T) {
 	wg.Wait()
 	if b.String() != "xxxxxxxx" {
 		t.Fatalf("got %q", b.String())
+	}
+}
+
+// A port from FreePort is outside the ephemeral range and bindable.
+func TestFreePort(t *testing.T) {
+	seen := map[int]bool{}
+	for range 20 {
+		p := FreePort(t, "127.0.0.1")
+		if p >= ephemeralLow() || p < 1024 {
+			t.Fatalf("port %d inside the ephemeral range (from %d) or privileged", p, ephemeralLow())
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d: %v", p, err)
+		}
+		ln.Close()
+		seen[p] = true
+	}
+	if len(seen) < 10 {
+		t.Fatalf("only %d distinct ports in 20 picks", len(seen))
 	}
 }
