@@ -73,12 +73,19 @@ func startDaemon(t *testing.T, bin string, env []string, args ...string) *daemon
 			}
 		}
 	}()
+	// exited, not cmd.ProcessState, tells the cleanup whether the daemon is
+	// gone: Wait writes ProcessState in its own goroutine.
+	exited := make(chan struct{})
 	go func() {
 		<-scanned
-		d.done <- cmd.Wait()
+		err := cmd.Wait()
+		close(exited)
+		d.done <- err
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			cmd.Process.Kill()
 		}
 		if t.Failed() {
