@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/crackbox/crackbox/internal/testreq"
@@ -30,8 +33,8 @@ type Host struct {
 }
 
 // NewHosts makes n hosts (n ≤ 9) and removes them, and the bridge, when the
-// test ends, failed or not. Leftovers of a crashed run of the same pid are
-// removed first.
+// test ends, failed or not. Leftovers of a crashed run of the same pid, and of
+// test processes that are gone, are removed first.
 func NewHosts(t testing.TB, n int) *Hosts {
 	t.Helper()
 	testreq.Root(t, "network namespaces and veth pairs for simulated hosts")
@@ -44,6 +47,7 @@ func NewHosts(t testing.TB, n int) *Hosts {
 	for i := 1; i <= n; i++ {
 		h.List = append(h.List, &Host{NS: fmt.Sprintf("azf-%d-%d", pid, i), Veth: fmt.Sprintf("azf%dh%d", pid, i)})
 	}
+	removeOrphans()
 	h.remove()
 	t.Cleanup(h.remove)
 	net := freeNet(t, pid)
@@ -88,6 +92,40 @@ func (h *Hosts) remove() {
 		exec.Command("ip", "link", "del", x.Veth).Run()
 	}
 	exec.Command("ip", "link", "del", h.bridge).Run()
+}
+
+var (
+	orphanNS   = regexp.MustCompile(`^azf-(\d+)-\d+$`)
+	orphanLink = regexp.MustCompile(`^azf(\d+)(b|h\d+)$`)
+)
+
+// removeOrphans deletes the namespaces and links of test processes that no
+// longer run: one killed before its cleanup leaves them, and the next run
+// on the machine should not find them.
+func removeOrphans() {
+	gone := func(pid string) bool {
+		n, err := strconv.Atoi(pid)
+		return err == nil && n > 0 && syscall.Kill(n, 0) == syscall.ESRCH
+	}
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			if m := orphanNS.FindStringSubmatch(f[0]); m != nil && gone(m[1]) {
+				exec.Command("ip", "netns", "del", f[0]).Run()
+			}
+		}
+	}
+	out, _ = exec.Command("ip", "-o", "link").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if m := orphanLink.FindStringSubmatch(name); m != nil && gone(m[1]) {
+			exec.Command("ip", "link", "del", name).Run()
+		}
+	}
 }
 
 // freeNet picks N for 10.213.N.0/24 that no address or route on this machine

@@ -1,6 +1,7 @@
 package nettest
 
 import (
+	"fmt"
 	"net"
 	"os/exec"
 	"strings"
@@ -49,5 +50,33 @@ func TestHostsLinkAndCleanup(t *testing.T) {
 	links, _ := exec.Command("ip", "-o", "link").Output()
 	if strings.Contains(string(nss), ns) || strings.Contains(string(links), link) {
 		t.Fatalf("left behind: netns %s or link %s\n%s\n%s", ns, link, nss, links)
+	}
+}
+
+// The namespaces and links of a test process that was killed before its
+// cleanup ran are gone once the next run makes its hosts.
+func TestHostsRemoveLeftoversOfKilledRun(t *testing.T) {
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := dead.Process.Pid
+	ns, bridge, veth := fmt.Sprintf("azf-%d-1", pid), fmt.Sprintf("azf%db", pid), fmt.Sprintf("azf%dh1", pid)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", ns).Run()
+		exec.Command("ip", "link", "del", bridge).Run()
+		exec.Command("ip", "link", "del", veth).Run()
+	})
+	NewHosts(t, 1) // checks root and ip first
+	ip(t, "netns", "add", ns)
+	ip(t, "link", "add", bridge, "type", "bridge")
+	ip(t, "link", "add", veth, "type", "veth", "peer", "name", fmt.Sprintf("azf%dg1", pid), "netns", ns)
+	NewHosts(t, 1)
+	nss, _ := exec.Command("ip", "netns", "list").Output()
+	links, _ := exec.Command("ip", "-o", "link").Output()
+	for _, name := range []string{ns, bridge + ":", veth + "@"} {
+		if strings.Contains(string(nss)+string(links), name) {
+			t.Errorf("%s of the killed run (pid %d) is still here:\n%s\n%s", strings.TrimRight(name, ":@"), pid, nss, links)
+		}
 	}
 }
