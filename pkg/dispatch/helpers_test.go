@@ -1,9 +1,11 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,32 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// syncBuf is a buffer the plane's goroutines log into while the test runs.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// planeLog keeps what the dispatcher, the queue and the runners log, and
+// prints it only when the test fails: their timing is what a failure needs.
+func planeLog(tb testing.TB) *slog.Logger {
+	buf := &syncBuf{}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			buf.mu.Lock()
+			defer buf.mu.Unlock()
+			tb.Logf("control plane and runner log:\n%s", buf.b.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 const adminToken = "test-token-0123456789"
 
 // plane is an in-process control plane: a store, its queue and, with a
@@ -30,6 +58,7 @@ type plane struct {
 	d     *Dispatcher
 	setup Setup
 	url   string
+	log   *slog.Logger
 }
 
 func newPlane(tb testing.TB, fleet bool, ttl time.Duration, require func(string) []string, local turn.Runner, folders ...string) *plane {
@@ -51,8 +80,8 @@ func newPlane(tb testing.TB, fleet bool, ttl time.Duration, require func(string)
 			tb.Fatal(err)
 		}
 	}
-	p := &plane{ctx: ctx, l: l}
-	g := gated.New(gated.Options{Store: l.Store(), Gate: l.Gate(), Control: l, DataDir: data, Log: quiet})
+	p := &plane{ctx: ctx, l: l, log: planeLog(tb)}
+	g := gated.New(gated.Options{Store: l.Store(), Gate: l.Gate(), Control: l, DataDir: data, Log: p.log})
 	runner := local
 	if fleet {
 		c := natstest.Start(tb, 3)
@@ -60,10 +89,10 @@ func newPlane(tb testing.TB, fleet bool, ttl time.Duration, require func(string)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if p.setup, err = Ensure(ctx, js, ttl, 3, quiet); err != nil {
+		if p.setup, err = Ensure(ctx, js, ttl, 3, p.log); err != nil {
 			tb.Fatal(err)
 		}
-		p.d = NewDispatcher(Options{JS: js, Setup: p.setup, Gated: g, Require: require, Log: quiet})
+		p.d = NewDispatcher(Options{JS: js, Setup: p.setup, Gated: g, Require: require, Log: p.log})
 		srv := api.NewServer(l, map[string]string{adminToken: service.AdminPrincipal}).WithTokens(l)
 		p.d.Register(srv)
 		hs := httptest.NewServer(srv)
@@ -72,7 +101,7 @@ func newPlane(tb testing.TB, fleet bool, ttl time.Duration, require func(string)
 		runner = p.d
 	}
 	p.q = turn.New(turn.Options{Store: l.Store(), Gate: l.Gate(), Control: l, Gated: g, Runner: runner, DataDir: data,
-		Sweep: time.Hour, RetryDelay: 50 * time.Millisecond, Log: quiet})
+		Sweep: time.Hour, RetryDelay: 50 * time.Millisecond, Log: p.log})
 	done := make(chan struct{})
 	go func() { p.q.Run(ctx); close(done) }()
 	tb.Cleanup(func() { cancel(); <-done })
@@ -94,7 +123,7 @@ func (p *plane) runner(tb testing.TB, id string, labels []string, exec turn.Runn
 	ctx, cancel := context.WithCancel(p.ctx)
 	data := tb.TempDir()
 	r, err := NewRunner(ctx, RunnerOptions{ID: id, Capacity: 2, Labels: labels, Setup: p.setup, Client: &Client{URL: p.url, Token: tok},
-		Exec: exec, DataDir: data, Log: quiet})
+		Exec: exec, DataDir: data, Log: p.log.With("runner", id)})
 	if err != nil {
 		tb.Fatal(err)
 	}
