@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,24 +32,6 @@ import (
 // cluster under -race must renew in time, or turns churn between runners.
 const fleetLeaseTTL = 15 * time.Second
 
-// syncBuf is a log buffer written by a process's copier and read by the test.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fleetEnv is a real fleet: a 3-node JetStream cluster, the control plane as
 // an `arizuko serve` process with [fleet] nats set, and runner processes.
 type fleetEnv struct {
@@ -61,7 +42,7 @@ type fleetEnv struct {
 	token   string
 	addr    string // the control plane's fixed address, kept across restarts
 	cp      *exec.Cmd
-	cpLogs  *syncBuf
+	cpLogs  *nettest.Buffer
 	live    string // where the test agents leave their traces
 	client  *api.Client
 	mu      sync.Mutex
@@ -71,7 +52,7 @@ type fleetEnv struct {
 type runnerProc struct {
 	name, data string
 	cmd        *exec.Cmd
-	logs       *syncBuf
+	logs       *nettest.Buffer
 	done       chan struct{}
 }
 
@@ -136,7 +117,7 @@ func (f *fleetEnv) runnerToken(name string) string {
 
 func (f *fleetEnv) startCP() {
 	f.t.Helper()
-	f.cpLogs = &syncBuf{}
+	f.cpLogs = &nettest.Buffer{}
 	f.cp = exec.Command(binary, "serve", "--listen", f.addr, "--log-level", "info")
 	f.cp.Env = f.env
 	f.cp.Stdout, f.cp.Stderr = f.cpLogs, f.cpLogs
@@ -170,7 +151,7 @@ func (f *fleetEnv) startRunner(name, token string, capacity int, extra ...string
 // startRunnerIn is startRunner inside simulated host x (nil: this host).
 func (f *fleetEnv) startRunnerIn(x *nettest.Host, name, token string, capacity int, extra ...string) *runnerProc {
 	f.t.Helper()
-	r := &runnerProc{name: name, data: filepath.Join(f.t.TempDir(), name), logs: &syncBuf{}, done: make(chan struct{})}
+	r := &runnerProc{name: name, data: filepath.Join(f.t.TempDir(), name), logs: &nettest.Buffer{}, done: make(chan struct{})}
 	args := append([]string{"runner", "--nats", f.nats.URL(), "--server", "http://" + f.addr, "--token", token,
 		"--capacity", fmt.Sprint(capacity), "--unsafe-host-agent", "--log-level", "info"}, extra...)
 	r.cmd = exec.Command(binary, args...)

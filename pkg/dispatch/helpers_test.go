@@ -1,17 +1,16 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crackbox/crackbox/internal/natstest"
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -21,27 +20,13 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// syncBuf is a buffer the plane's goroutines log into while the test runs.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // planeLog keeps what the dispatcher, the queue and the runners log, and
 // prints it only when the test fails: their timing is what a failure needs.
 func planeLog(tb testing.TB) *slog.Logger {
-	buf := &syncBuf{}
+	buf := &nettest.Buffer{}
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			buf.mu.Lock()
-			defer buf.mu.Unlock()
-			tb.Logf("control plane and runner log:\n%s", buf.b.String())
+			tb.Logf("control plane and runner log:\n%s", buf)
 		}
 	})
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
