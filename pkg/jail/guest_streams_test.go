@@ -58,6 +58,12 @@ func TestGuestStreamsAreCapped(t *testing.T) {
 	if refused != extra {
 		t.Fatalf("%d streams past the cap were refused, want %d", refused, extra)
 	}
+	// The last served stream's goroutine may not have reached the hook yet: the host
+	// spawns it and goes on accepting, so wait for the count rather than read it once.
+	deadline := time.Now().Add(30 * time.Second)
+	for served.Load() < maxGuestStreams && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if n := served.Load(); n != maxGuestStreams {
 		t.Fatalf("%d streams reached the hook, want %d", n, maxGuestStreams)
 	}
