@@ -13,6 +13,7 @@ package sharefs
 import (
 	"path"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
@@ -25,19 +26,47 @@ const permMask = 0o1777
 // v9fsMagic is what statfs reports as the filesystem type.
 const v9fsMagic = 0x01021997
 
+// maxNodes bounds the fids one share connection holds at once. Each costs the server
+// about half a KiB (and an fd once opened), and a guest may ask for fids without end;
+// with cache=none the guest's kernel holds one per open file or directory in use, far
+// fewer than this.
+const maxNodes = 1 << 16
+
 // fsys is one served share.
 type fsys struct {
 	root     int // O_PATH fd of the share's root directory
 	readOnly bool
 	quota    *quota
 	hidden   map[string]bool // rel paths that do not exist for the guest
+	live     atomic.Int32    // nodes handed to the 9p server and not yet closed
+}
+
+// takeNode takes a place for a node, or fails with ENFILE when the connection holds
+// maxNodes already. The node made for it gives the place back when the 9p server
+// closes it; a caller that makes none calls giveNode.
+func (fs *fsys) takeNode() error {
+	if fs.live.Add(1) > maxNodes {
+		fs.live.Add(-1)
+		return unix.ENFILE
+	}
+	return nil
+}
+
+func (fs *fsys) giveNode() { fs.live.Add(-1) }
+
+// newNode reserves a place and makes a node for the 9p server.
+func (fs *fsys) newNode(rel string) (*node, error) {
+	if err := fs.takeNode(); err != nil {
+		return nil, err
+	}
+	return &node{fs: fs, rel: rel, counted: true}, nil
 }
 
 // attacher hands out the share's root.
 type attacher struct{ fs *fsys }
 
 func (a attacher) Attach() (p9.File, error) {
-	return &node{fs: a.fs, rel: "."}, nil
+	return a.fs.newNode(".")
 }
 
 // walkDir opens the directory at rel (relative to the root) as an O_PATH fd, refusing

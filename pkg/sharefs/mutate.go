@@ -35,6 +35,10 @@ func (n *node) inDir(name string, fn func(dfd int) error) error {
 }
 
 func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.File, p9.QID, uint32, error) {
+	// The place is taken first, so a refused create leaves nothing on the host.
+	if err := n.fs.takeNode(); err != nil {
+		return nil, p9.QID{}, 0, err
+	}
 	var fd int
 	err := n.inDir(name, func(dfd int) error {
 		var err error
@@ -43,14 +47,16 @@ func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UI
 		return err
 	})
 	if err != nil {
+		n.fs.giveNode()
 		return nil, p9.QID{}, 0, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
+		n.fs.giveNode()
 		return nil, p9.QID{}, 0, err
 	}
-	return &node{fs: n.fs, rel: join(n.rel, name), fd: fd, open: true}, qidOf(&st), 0, nil
+	return &node{fs: n.fs, rel: join(n.rel, name), fd: fd, open: true, counted: true}, qidOf(&st), 0, nil
 }
 
 func (n *node) Mkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QID, error) {

@@ -17,6 +17,8 @@ type node struct {
 	fd    int // -1 or 0 until opened
 	open  bool
 	names []string // directory listing taken at the first readdir
+	// counted: made by newNode, so Close gives its place back.
+	counted bool
 }
 
 var _ p9.File = (*node)(nil)
@@ -43,7 +45,11 @@ func (n *node) Walk(names []string) ([]p9.QID, p9.File, error) {
 			return nil, nil, err
 		}
 	}
-	return qids, &node{fs: n.fs, rel: rel}, nil
+	nn, err := n.fs.newNode(rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	return qids, nn, nil
 }
 
 func (n *node) GetAttr(req p9.AttrMask) (p9.QID, p9.AttrMask, p9.Attr, error) {
@@ -134,6 +140,10 @@ func (n *node) FSync() error {
 }
 
 func (n *node) Close() error {
+	if n.counted {
+		n.counted = false
+		n.fs.live.Add(-1)
+	}
 	if n.open {
 		n.open = false
 		return unix.Close(n.fd)

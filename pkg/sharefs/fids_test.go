@@ -1,0 +1,133 @@
+package sharefs
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// rssKiB is the resident set of process pid.
+func rssKiB(t *testing.T, pid int) int {
+	t.Helper()
+	for l := range bytes.SplitSeq(procStatus(pid), []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("VmRSS:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))))
+			if err != nil {
+				t.Fatalf("VmRSS of %d: %q", pid, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no VmRSS for %d", pid)
+	return 0
+}
+
+// TestFidsBounded is a hostile guest that asks for fids and never clunks one: the share
+// server holds maxNodes of them at most, refuses the rest (walks and creates) with
+// ENFILE instead of growing, and a clunked fid frees its place.
+func TestFidsBounded(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/f", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{Dir: dir, Log: os.Stderr}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.cmd.Process.Pid
+	host, guest := net.Pipe()
+	done := make(chan struct{})
+	go func() { s.Serve(host); close(done) }()
+	c, err := p9.NewClient(guest, p9.WithMessageSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); guest.Close(); <-done })
+	root, err := c.Attach("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss0 := rssKiB(t, pid)
+
+	// The client clunks a file it no longer references, so every one is kept.
+	const attempts = maxNodes + 2000
+	var (
+		mu      sync.Mutex
+		held    []p9.File
+		refused int
+		other   error
+		next    int
+		wg      sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if next == attempts {
+					mu.Unlock()
+					return
+				}
+				next++
+				mu.Unlock()
+				_, f, err := root.Walk([]string{"f"})
+				mu.Lock()
+				switch {
+				case err == nil:
+					held = append(held, f)
+				case errors.Is(err, linux.ENFILE):
+					refused++
+				default:
+					other = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if other != nil {
+		t.Fatalf("walk: %v, want success or ENFILE", other)
+	}
+	// The attached root holds one place.
+	if len(held) != maxNodes-1 || refused != attempts-len(held) {
+		t.Fatalf("%d walks held, %d refused; want %d held and the other %d refused with ENFILE",
+			len(held), refused, maxNodes-1, attempts-(maxNodes-1))
+	}
+	grew := rssKiB(t, pid) - rss0
+	t.Logf("share server grew by %d KiB for %d fids", grew, len(held))
+	if limit := memScale * 64 << 10; grew > limit {
+		t.Errorf("share server grew by %d KiB for %d fids, want under %d KiB", grew, len(held), limit)
+	}
+
+	// A create needs a place of its own: refused, and nothing lands on the host.
+	held[0].Close()
+	_, d, err := root.Walk(nil)
+	if err != nil {
+		t.Fatalf("walk after a clunk: %v", err)
+	}
+	if _, _, _, err := d.Create("new", p9.WriteOnly, 0o644, p9.NoUID, p9.NoGID); !errors.Is(err, linux.ENFILE) {
+		t.Errorf("create at the limit: %v, want ENFILE", err)
+	}
+	if _, err := os.Lstat(dir + "/new"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused create left %s/new (lstat: %v)", dir, err)
+	}
+
+	// Clunked fids give their places back.
+	for _, f := range held[1:101] {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		if _, _, err := root.Walk([]string{"f"}); err != nil {
+			t.Fatalf("walk %d after 100 clunks: %v", i, err)
+		}
+	}
+}

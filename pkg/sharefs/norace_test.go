@@ -1,0 +1,5 @@
+//go:build !race
+
+package sharefs
+
+const memScale = 1
