@@ -54,7 +54,7 @@ func (fs *fsys) takeNode() error {
 
 func (fs *fsys) giveNode() { fs.live.Add(-1) }
 
-// newNode reserves a place and makes a node for the 9p server.
+// newNode takes a place and makes a node for the 9p server.
 func (fs *fsys) newNode(rel string) (*node, error) {
 	if err := fs.takeNode(); err != nil {
 		return nil, err
@@ -66,7 +66,11 @@ func (fs *fsys) newNode(rel string) (*node, error) {
 type attacher struct{ fs *fsys }
 
 func (a attacher) Attach() (p9.File, error) {
-	return a.fs.newNode(".")
+	n, err := a.fs.newNode(".")
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // walkDir opens the directory at rel (relative to the root) as an O_PATH fd, refusing

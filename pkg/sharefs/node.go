@@ -142,7 +142,7 @@ func (n *node) FSync() error {
 func (n *node) Close() error {
 	if n.counted {
 		n.counted = false
-		n.fs.live.Add(-1)
+		n.fs.giveNode()
 	}
 	if n.open {
 		n.open = false
