@@ -110,7 +110,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.StringVar(&rf.hostnm, "hostname", "", "guest hostname (default crackbox)")
 	f.StringVar(&rf.snapshot, "snapshot", "auto", "restore a snapshot of a booted guest instead of booting: auto (when the run fits), on (refuse runs that cannot) or off")
 	f.StringArrayVar(&rf.secrets, "secret", nil, "NAME@host[,host...][=env:OTHER|=file:PATH]: the guest gets a placeholder, the proxy sends the value to those hosts only (repeatable; bodies are not rewritten)")
-	f.StringVar(&rf.diskQuota, "disk-quota", "10G", "how much the workdir and each read-write volume may grow during the run (e.g. 500M, 10G; none = unbounded); past it the guest gets ENOSPC")
+	f.StringVar(&rf.diskQuota, "disk-quota", "10G", "how much the workdir and each read-write volume may grow during the run (e.g. 500M, 10G; none = unbounded); each new file, directory or link counts 4 KiB; past it the guest gets ENOSPC")
 	f.BoolVar(&rf.debug, "debug", false, "debug logging; print the console log after a crash")
 	// These bind to crackbox.toml [run] keys; the config defaults apply when unset.
 	f.String("kernel", "", "guest kernel (vmlinux); default: the newest built one")

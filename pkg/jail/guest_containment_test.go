@@ -2,6 +2,7 @@ package jail_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -135,13 +136,16 @@ func TestShareContainment(t *testing.T) {
 }
 
 // TestDiskQuota writes past --disk-quota: the guest gets ENOSPC and the host file stops
-// at the quota.
+// at the quota. Empty files count too (a block each), so a guest cannot spend the host's
+// inodes instead: 1 MiB holds 256 entries.
 func TestDiskQuota(t *testing.T) {
 	jailtest.Require(t)
 	wd := t.TempDir()
-	s := jailtest.Spec(t, "sh", "-c", `dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
+	s := jailtest.Spec(t, "sh", "-c", `i=0; while [ $i -lt 300 ]; do true > e$i 2>/dev/null || break; i=$((i+1)); done
+echo "entries=$i"; rm -f e*
+dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
 	s.Workdir = wd
-	s.DiskQuota = 4 << 20
+	s.DiskQuota = 1 << 20
 	var out, out2 bytes.Buffer
 	s.Stdout, s.Stderr = &out, &out2
 	if _, err := jailtest.Run(t, s); err != nil {
@@ -151,7 +155,14 @@ func TestDiskQuota(t *testing.T) {
 	if !strings.Contains(out.String(), "No space left on device") || strings.Contains(out.String(), "dd=0") {
 		t.Errorf("guest output %q, want ENOSPC from dd", out.String())
 	}
-	if st, err := os.Stat(filepath.Join(wd, "big")); err != nil || st.Size() > 4<<20 {
-		t.Errorf("big on the host: %v, %v; quota 4 MiB", st, err)
+	if st, err := os.Stat(filepath.Join(wd, "big")); err != nil || st.Size() > 1<<20 {
+		t.Errorf("big on the host: %v, %v; quota 1 MiB", st, err)
+	}
+	entries := -1
+	if _, after, ok := strings.Cut(out.String(), "entries="); ok {
+		fmt.Sscanf(after, "%d", &entries)
+	}
+	if entries < 240 || entries > 256 {
+		t.Errorf("guest made %d empty files in a 1 MiB share, want at most 256; output %q", entries, out.String())
 	}
 }

@@ -40,7 +40,7 @@ func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UI
 		return nil, p9.QID{}, 0, err
 	}
 	var fd int
-	err := n.inDir(name, func(dfd int) error {
+	err := n.newEntry(name, func(dfd int) error {
 		var err error
 		fl := int(flags)&unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
 		fd, err = unix.Openat(dfd, name, fl, uint32(perm)&permMask)
@@ -60,14 +60,14 @@ func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UI
 }
 
 func (n *node) Mkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QID, error) {
-	err := n.inDir(name, func(dfd int) error {
+	err := n.newEntry(name, func(dfd int) error {
 		return unix.Mkdirat(dfd, name, uint32(perm)&permMask)
 	})
 	return n.childQID(name, err)
 }
 
 func (n *node) Symlink(target, name string, _ p9.UID, _ p9.GID) (p9.QID, error) {
-	err := n.inDir(name, func(dfd int) error {
+	err := n.newEntry(name, func(dfd int) error {
 		return unix.Symlinkat(target, dfd, name)
 	})
 	return n.childQID(name, err)
@@ -77,6 +77,31 @@ func (n *node) Symlink(target, name string, _ p9.UID, _ p9.GID) (p9.QID, error) 
 // host directory are not worth a special case.
 func (n *node) Mknod(string, p9.FileMode, uint32, uint32, p9.UID, p9.GID) (p9.QID, error) {
 	return p9.QID{}, unix.EPERM
+}
+
+// newEntry runs mk in name's directory with entryCost of the quota taken, and gives it
+// back when mk fails.
+func (n *node) newEntry(name string, mk func(dfd int) error) error {
+	if err := n.writable(); err != nil {
+		return err
+	}
+	if !n.fs.quota.reserve(entryCost) {
+		return unix.ENOSPC
+	}
+	err := n.inDir(name, mk)
+	if err != nil {
+		n.fs.quota.release(entryCost)
+	}
+	return err
+}
+
+// dataSize is what removing the entry st frees of a file's data: its size when it is
+// the last link to a regular file, else nothing.
+func dataSize(st *unix.Stat_t) int64 {
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
+		return st.Size
+	}
+	return 0
 }
 
 func (n *node) childQID(name string, err error) (p9.QID, error) {
@@ -97,7 +122,7 @@ func (n *node) Link(target p9.File, name string) error {
 	if !ok || t.fs != n.fs {
 		return unix.EXDEV
 	}
-	return n.inDir(name, func(dfd int) error {
+	return n.newEntry(name, func(dfd int) error {
 		tdfd, tname, err := n.fs.parent(t.rel)
 		if err != nil {
 			return err
@@ -121,14 +146,16 @@ func (n *node) RenameAt(oldName string, newDir p9.File, newName string) error {
 			return err
 		}
 		defer unix.Close(ndfd)
-		var st unix.Stat_t
+		// Renaming onto another link of the same file changes nothing, so it frees
+		// nothing either.
+		var st, src unix.Stat_t
 		replaced := unix.Fstatat(ndfd, newName, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1
+			(unix.Fstatat(odfd, oldName, &src, unix.AT_SYMLINK_NOFOLLOW) != nil || src.Dev != st.Dev || src.Ino != st.Ino)
 		if err := unix.Renameat(odfd, oldName, ndfd, newName); err != nil {
 			return err
 		}
 		if replaced {
-			n.fs.quota.release(st.Size)
+			n.fs.quota.release(entryCost + dataSize(&st))
 		}
 		return nil
 	})
@@ -137,14 +164,13 @@ func (n *node) RenameAt(oldName string, newDir p9.File, newName string) error {
 func (n *node) UnlinkAt(name string, flags uint32) error {
 	return n.inDir(name, func(dfd int) error {
 		var st unix.Stat_t
-		counted := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1
+		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return err
+		}
 		if err := unix.Unlinkat(dfd, name, int(flags)&unix.AT_REMOVEDIR); err != nil {
 			return err
 		}
-		if counted {
-			n.fs.quota.release(st.Size)
-		}
+		n.fs.quota.release(entryCost + dataSize(&st))
 		return nil
 	})
 }

@@ -7,14 +7,20 @@ import (
 )
 
 // quota bounds how much a share may grow during one run: bytes written past a file's
-// end, counted by size (a sparse hole counts in full), minus what the guest truncates
-// or removes. A nil quota or a zero limit bounds nothing.
+// end, counted by size (a sparse hole counts in full), plus entryCost for every file,
+// directory, symlink or hard link the guest makes, minus what the guest truncates or
+// removes. A nil quota or a zero limit bounds nothing.
 type quota struct {
 	mu     sync.Mutex
 	limit  int64
 	used   int64
 	onFull func()
 }
+
+// entryCost is what one directory entry counts against the quota: a block, about what
+// an empty file or directory costs the host's filesystem, so a guest cannot spend the
+// host's inodes for free.
+const entryCost = 4096
 
 // reserve takes n bytes of the quota, or reports that they do not fit.
 func (q *quota) reserve(n int64) bool {

@@ -187,7 +187,7 @@ func TestPolicy(t *testing.T) {
 // TestQuota writes past the share's quota and gets ENOSPC; removing a file frees room.
 func TestQuota(t *testing.T) {
 	dir, _ := shareOwner(t)
-	root := serveDir(t, dir, 1<<20)
+	root := serveDir(t, dir, 1<<20+entryCost) // room for big's entry and 1 MiB
 	f, _, _, err := walk(t, root).Create("big", p9.WriteOnly, 0o644, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestHelperLockedDown(t *testing.T) {
 	}
 }
 
-// TestPolicyUnprivileged runs TestPolicy and TestQuota in a copy of this test binary as
+// TestPolicyUnprivileged runs TestPolicy and the quota tests in a copy of this test binary as
 // uid 1000: the server then runs without chroot, as the caller, and the policy must hold
 // all the same.
 func TestPolicyUnprivileged(t *testing.T) {
@@ -328,11 +328,11 @@ func TestPolicyUnprivileged(t *testing.T) {
 	if err := os.WriteFile(bin, self, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run", "^(TestPolicy|TestQuota|TestHide)$", "-test.count=1", "-test.v")
+	cmd := exec.Command(bin, "-test.run", "^(TestPolicy|TestQuota|TestQuotaEntries|TestHide)$", "-test.count=1", "-test.v")
 	cmd.Env = []string{"TMPDIR=/tmp", "HOME=/"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000, NoSetGroups: true}}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestPolicy ")) || !bytes.Contains(out, []byte("--- PASS: TestQuota ")) {
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: TestPolicy ")) || !bytes.Contains(out, []byte("--- PASS: TestQuota ")) || !bytes.Contains(out, []byte("--- PASS: TestQuotaEntries ")) {
 		t.Fatalf("as uid 1000: %v\n%s", err, out)
 	}
 }

@@ -1,0 +1,73 @@
+package sharefs
+
+import (
+	"os"
+	"testing"
+
+	"github.com/hugelgupf/p9/linux"
+	"github.com/hugelgupf/p9/p9"
+)
+
+// TestQuotaEntries is a guest that spends the host's inodes instead of its bytes: empty
+// files, directories, symlinks and hard links each count entryCost, so a share with room
+// for 8 entries takes 8 and refuses the ninth with ENOSPC; renaming onto another link of
+// the same file frees nothing; removing an entry frees its room.
+func TestQuotaEntries(t *testing.T) {
+	dir, _ := shareOwner(t)
+	root := serveDir(t, dir, 8*entryCost)
+	f, _, _, err := walk(t, root).Create("f0", p9.WriteOnly, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := []func() error{
+		func() error { _, err := root.Mkdir("d", 0o755, 0, 0); return err },
+		func() error { _, err := root.Symlink("f0", "s", 0, 0); return err },
+		func() error { return root.Link(f, "l1") },
+	}
+	for i := range 4 {
+		made = append(made, func() error {
+			_, _, _, err := walk(t, root).Create("e"+string(rune('0'+i)), p9.WriteOnly, 0o644, 0, 0)
+			return err
+		})
+	}
+	for i, mk := range made {
+		if err := mk(); err != nil {
+			t.Fatalf("entry %d of 8: %v", i+2, err)
+		}
+	}
+	// The share is full: a file, a directory, a symlink and a hard link are all refused.
+	refused := map[string]error{
+		"create":  func() error { _, _, _, err := walk(t, root).Create("x", p9.WriteOnly, 0o644, 0, 0); return err }(),
+		"mkdir":   func() error { _, err := root.Mkdir("x", 0o755, 0, 0); return err }(),
+		"symlink": func() error { _, err := root.Symlink("f0", "x", 0, 0); return err }(),
+		"link":    root.Link(f, "x"),
+	}
+	for op, err := range refused {
+		if linux.ExtractErrno(err) != linux.ENOSPC {
+			t.Errorf("%s in a full share: %v, want ENOSPC", op, err)
+		}
+	}
+	if _, err := os.Lstat(dir + "/x"); !os.IsNotExist(err) {
+		t.Errorf("a refused entry is on the host (lstat x: %v)", err)
+	}
+	// l1 and f0 are one file: renaming one onto the other leaves both entries.
+	if err := walk(t, root).RenameAt("l1", walk(t, root), "f0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := walk(t, root).Create("x", p9.WriteOnly, 0o644, 0, 0); linux.ExtractErrno(err) != linux.ENOSPC {
+		t.Errorf("create after renaming a link onto its twin: %v, want ENOSPC", err)
+	}
+	// Removing an entry, or replacing one by a rename, frees its room.
+	if err := walk(t, root).UnlinkAt("e0", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := walk(t, root).Create("x", p9.WriteOnly, 0o644, 0, 0); err != nil {
+		t.Errorf("create after a remove: %v", err)
+	}
+	if err := walk(t, root).RenameAt("e1", walk(t, root), "e2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Mkdir("y", 0o755, 0, 0); err != nil {
+		t.Errorf("mkdir after a rename replaced an entry: %v", err)
+	}
+}
