@@ -1,8 +1,11 @@
 package sharefs
 
 import (
-	"os"
+	"bytes"
+	"encoding/binary"
+	"io"
 	"path"
+	"sync"
 
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
@@ -16,7 +19,7 @@ type node struct {
 	rel   string
 	fd    int // -1 or 0 until opened
 	open  bool
-	names []string // directory listing taken at the first readdir
+	dirMu sync.Mutex // one listing at a time moves the directory fd's offset
 	// counted: made by newNode, so Close gives its place back.
 	counted bool
 }
@@ -170,39 +173,60 @@ func (n *node) Readlink() (string, error) {
 	return string(buf[:k]), nil
 }
 
+// Readdir lists from the opened directory itself, resuming at offset (the kernel's
+// cookie of the last entry the guest has), and returns what fits in count bytes. Nothing
+// is kept between calls, so a guest holding many open listings of a big directory costs
+// the server one buffer per call, not a copy of the directory per fid.
 func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	if !n.open {
 		return nil, unix.EBADF
 	}
-	if offset == 0 || n.names == nil {
-		fd, err := n.fs.open(n.rel, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-		if err != nil {
-			return nil, err
-		}
-		f := os.NewFile(uintptr(fd), "dir")
-		names, err := f.Readdirnames(-1)
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		n.names = names
-	}
-	dfd, err := n.fs.walkDir(n.rel)
-	if err != nil {
+	n.dirMu.Lock()
+	defer n.dirMu.Unlock()
+	if _, err := unix.Seek(n.fd, int64(offset), io.SeekStart); err != nil {
 		return nil, err
 	}
-	defer unix.Close(dfd)
+	buf := make([]byte, min(max(int(count), 4096), readdirBuf))
 	var out p9.Dirents
-	for i := offset; i < uint64(len(n.names)) && len(out) < int(count); i++ {
-		var st unix.Stat_t
-		if n.fs.hidden[join(n.rel, n.names[i])] || unix.Fstatat(dfd, n.names[i], &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue // hidden, or gone since the listing
+	size := 0
+	for {
+		k, err := unix.Getdents(n.fd, buf)
+		if err != nil {
+			return nil, err
 		}
-		q := qidOf(&st)
-		out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: n.names[i], Offset: i + 1})
+		if k == 0 {
+			return out, nil
+		}
+		for b := buf[:k]; len(b) >= direntHeader; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < direntHeader || reclen > len(b) {
+				return nil, unix.EIO
+			}
+			off := binary.NativeEndian.Uint64(b[8:16])
+			name, _, _ := bytes.Cut(b[direntHeader:reclen], []byte{0})
+			b = b[reclen:]
+			nm := string(name)
+			var st unix.Stat_t
+			if nm == "." || nm == ".." || n.fs.hidden[join(n.rel, nm)] ||
+				unix.Fstatat(n.fd, nm, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				continue // hidden, or gone since the kernel listed it
+			}
+			// 9p's encoding of an entry: qid 13, offset 8, type 1, name 2 + its bytes.
+			if size += 24 + len(nm); size > int(count) {
+				return out, nil
+			}
+			q := qidOf(&st)
+			out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: nm, Offset: off})
+		}
 	}
-	return out, nil
 }
+
+// The fixed part of a linux_dirent64 (ino 8, off 8, reclen 2, type 1), and the most one
+// Readdir reads from the kernel at a time.
+const (
+	direntHeader = 19
+	readdirBuf   = 64 << 10
+)
 
 func (n *node) Renamed(newDir p9.File, newName string) {
 	n.rel = join(newDir.(*node).rel, newName)
