@@ -42,6 +42,11 @@ const GuestSocket = "/run/ipc/gated.sock"
 // guest cannot exhaust the host by opening connections.
 const MaxSessions = 16
 
+// maxFrame bounds one JSON-RPC message from the guest. The biggest a tool takes is a
+// MaxText message, a few hundred KiB once escaped; the MCP library's default of 16 MiB
+// would let each of a turn's sessions make the host buffer that much.
+const maxFrame = 1 << 20
+
 // DefaultMaxDepth bounds a chain of delegations and escalations.
 const DefaultMaxDepth = 3
 
@@ -215,7 +220,7 @@ func (s *Server) ServeConn(ctx context.Context, t Turn, c net.Conn) error {
 	h := &handler{s: s, t: t}
 	h.register(srv)
 	srv.AddReceivingMiddleware(h.filterList)
-	ss, err := srv.Connect(ctx, &mcp.IOTransport{Reader: c, Writer: c}, nil)
+	ss, err := srv.Connect(ctx, &mcp.IOTransport{Reader: c, Writer: c, MaxLineLength: maxFrame}, nil)
 	if err != nil {
 		c.Close()
 		return err
