@@ -4,11 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
@@ -106,11 +102,13 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
+			// The state is copied first, so a fork refused for its size leaves no topic.
 			id := NewSessionID()
-			if err := h.s.o.Store.InsertSession(ctx, store.Session{Folder: h.t.Folder, Topic: in.Child, SessionID: id, ParentTopic: in.Parent}); err != nil {
+			if err := copySessionState(h.s.o.DataDir, h.t.Folder, parent.SessionID, id); err != nil {
 				return "", err
 			}
-			if err := copySessionState(h.s.o.DataDir, h.t.Folder, parent.SessionID, id); err != nil {
+			if err := h.s.o.Store.InsertSession(ctx, store.Session{Folder: h.t.Folder, Topic: in.Child, SessionID: id, ParentTopic: in.Parent}); err != nil {
+				removeSessionState(h.s.o.DataDir, h.t.Folder, id)
 				return "", err
 			}
 			return fmt.Sprintf("topic %s has session %s", in.Child, id), nil
@@ -132,49 +130,4 @@ func SessionDir(dataDir, f, id string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(p, ".arizuko", "sessions", id), nil
-}
-
-// copySessionState copies regular files of the parent session's directory;
-// symlinks and special files written by the guest are skipped. Every access
-// goes through an os.Root on the folder's home, so a symlink the guest plants
-// on the way (.arizuko, sessions, the session directory) cannot lead the
-// host's reads or writes out of the home.
-func copySessionState(dataDir, f, from, to string) error {
-	home, err := folder.Home(dataDir, f)
-	if err != nil {
-		return err
-	}
-	r, err := os.OpenRoot(home)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil // no home yet, so no state
-	}
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	src := path.Join(".arizuko", "sessions", from)
-	dst := path.Join(".arizuko", "sessions", to)
-	if !fs.ValidPath(src) || !fs.ValidPath(dst) {
-		return fmt.Errorf("session ids %q, %q: %w", from, to, ErrInvalid)
-	}
-	if fi, err := r.Lstat(src); err != nil || !fi.IsDir() {
-		return nil // no state yet
-	}
-	return fs.WalkDir(r.FS(), src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		target := path.Join(dst, strings.TrimPrefix(p, src))
-		switch {
-		case d.IsDir():
-			return r.MkdirAll(target, 0o750)
-		case d.Type().IsRegular():
-			b, err := r.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return r.WriteFile(target, b, 0o640)
-		}
-		return nil
-	})
 }
