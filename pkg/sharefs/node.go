@@ -87,13 +87,10 @@ func (n *node) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 			return p9.QID{}, 0, unix.EROFS
 		}
 	}
-	if flags&unix.O_TRUNC != 0 {
-		st, err := n.fs.lstat(n.rel)
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
-			n.fs.quota.release(st.Size)
-		}
-	}
-	fd, err := n.fs.open(n.rel, flags, 0)
+	// The truncation is done on the opened file, so the quota gets back exactly what
+	// it freed, and nothing when the open fails.
+	trunc := flags&unix.O_TRUNC != 0
+	fd, err := n.fs.open(n.rel, flags&^unix.O_TRUNC, 0)
 	if err != nil {
 		return p9.QID{}, 0, err
 	}
@@ -101,6 +98,19 @@ func (n *node) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
 		return p9.QID{}, 0, err
+	}
+	if trunc && st.Mode&unix.S_IFMT == unix.S_IFREG {
+		err := unix.Ftruncate(fd, 0)
+		if err == nil {
+			n.fs.quota.release(st.Size)
+		} else if flags&unix.O_ACCMODE == unix.O_RDONLY {
+			err = n.truncate(st, 0) // Linux truncates on O_RDONLY|O_TRUNC too
+		}
+		if err != nil {
+			unix.Close(fd)
+			return p9.QID{}, 0, err
+		}
+		st.Size = 0
 	}
 	n.fd, n.open = fd, true
 	return qidOf(&st), 0, nil
@@ -186,6 +196,9 @@ func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 	if _, err := unix.Seek(n.fd, int64(offset), io.SeekStart); err != nil {
 		return nil, err
 	}
+	// The guest names count; one reply never lists more than a buffer's worth, and the
+	// guest's kernel asks again.
+	count = min(count, readdirBuf)
 	buf := make([]byte, min(max(int(count), 4096), readdirBuf))
 	var out p9.Dirents
 	size := 0
@@ -203,6 +216,7 @@ func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 				return nil, unix.EIO
 			}
 			off := binary.NativeEndian.Uint64(b[8:16])
+			dtype := b[18] // the kernel's DT_*, which Linux's client hands on as d_type
 			name, _, _ := bytes.Cut(b[direntHeader:reclen], []byte{0})
 			b = b[reclen:]
 			nm := string(name)
@@ -216,7 +230,7 @@ func (n *node) Readdir(offset uint64, count uint32) (p9.Dirents, error) {
 				return out, nil
 			}
 			q := qidOf(&st)
-			out = append(out, p9.Dirent{QID: q, Type: q.Type, Name: nm, Offset: off})
+			out = append(out, p9.Dirent{QID: q, Type: p9.QIDType(dtype), Name: nm, Offset: off})
 		}
 	}
 }

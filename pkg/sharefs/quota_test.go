@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hugelgupf/p9/linux"
 	"github.com/hugelgupf/p9/p9"
 )
@@ -69,5 +71,34 @@ func TestQuotaEntries(t *testing.T) {
 	}
 	if _, err := root.Mkdir("y", 0o755, 0, 0); err != nil {
 		t.Errorf("mkdir after a rename replaced an entry: %v", err)
+	}
+}
+
+// TestQuotaTruncFailedOpen: an open with O_TRUNC that fails (here O_DIRECTORY on a file)
+// truncates nothing, so it gives no quota back, however often the guest repeats it.
+func TestQuotaTruncFailedOpen(t *testing.T) {
+	dir, _ := shareOwner(t)
+	root := serveDir(t, dir, 1<<20+entryCost)
+	f, _, _, err := walk(t, root).Create("big", p9.WriteOnly, 0o644, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, _, err := walk(t, root, "big").Open(p9.ReadOnly | p9.OpenFlags(unix.O_TRUNC|unix.O_DIRECTORY)); err == nil {
+			t.Fatal("O_DIRECTORY open of a file succeeded")
+		}
+	}
+	if _, err := f.WriteAt(make([]byte, 64<<10), 1<<20); linux.ExtractErrno(err) != linux.ENOSPC {
+		t.Fatalf("write past a full quota after failed O_TRUNC opens: %v, want ENOSPC", err)
+	}
+	// A truncating open that works gives the file's bytes back.
+	if _, _, err := walk(t, root, "big").Open(p9.WriteOnly | p9.OpenFlags(unix.O_TRUNC)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatalf("write after a truncating open: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hugelgupf/p9/p9"
+	"golang.org/x/sys/unix"
 )
 
 // listAll reads directory d to its end, count bytes at a time, as the guest's kernel does.
@@ -96,5 +97,33 @@ func TestReaddirBounded(t *testing.T) {
 	t.Logf("share server grew by %d KiB for %d open listings of %d entries", grew, len(held), entries)
 	if limit := memScale * 32 << 10; grew > limit {
 		t.Errorf("share server grew by %d KiB for %d open listings, want under %d KiB", grew, len(held), limit)
+	}
+}
+
+// TestReaddirTypes: each entry carries the kernel's d_type, which Linux's client hands
+// to ls and find as it is.
+func TestReaddirTypes(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), nil, 0o644)
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	os.Symlink("f", filepath.Join(dir, "l"))
+	root := serveDir(t, dir, 0)
+	d := walk(t, root)
+	if _, _, err := d.Open(p9.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := d.Readdir(0, 1<<16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]p9.QIDType{"f": unix.DT_REG, "d": unix.DT_DIR, "l": unix.DT_LNK}
+	for _, e := range ents {
+		if e.Type != want[e.Name] {
+			t.Errorf("%s: type %d, want %d", e.Name, e.Type, want[e.Name])
+		}
+		delete(want, e.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing from the listing: %v", want)
 	}
 }
