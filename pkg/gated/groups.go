@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,14 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
-			// The state is copied first, so a fork refused for its size leaves no topic.
+			// An existing child is refused before any copying, so repeating a fork
+			// costs the host no I/O; the state is copied before the row is written,
+			// so a fork refused for its size leaves no topic.
+			if _, err := h.s.o.Store.GetSession(ctx, h.t.Folder, in.Child); err == nil {
+				return "", fmt.Errorf("topic %s: %w", in.Child, store.ErrExists)
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return "", err
+			}
 			id := NewSessionID()
 			if err := copySessionState(h.s.o.DataDir, h.t.Folder, parent.SessionID, id); err != nil {
 				return "", err

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"strings"
 	"syscall"
 
 	"github.com/crackbox/crackbox/pkg/folder"
@@ -51,25 +50,8 @@ func copySessionState(dataDir, f, from, to string) error {
 	if fi, err := r.Lstat(src); err != nil || !fi.IsDir() {
 		return nil // no state yet
 	}
-	left, files := int64(maxSessionCopy), 0
-	err = fs.WalkDir(r.FS(), src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if files++; files > maxSessionFiles {
-			return fmt.Errorf("session %s has over %d entries: %w", from, maxSessionFiles, ErrSessionTooBig)
-		}
-		target := path.Join(dst, strings.TrimPrefix(p, src))
-		switch {
-		case d.IsDir():
-			return r.MkdirAll(target, 0o750)
-		case d.Type().IsRegular():
-			n, err := copyFileIn(r, p, target, left)
-			left -= n
-			return err
-		}
-		return nil
-	})
+	c := &stateCopy{r: r, from: from, left: maxSessionCopy}
+	err = c.dir(src, dst)
 	if err != nil {
 		r.RemoveAll(dst)
 		if errors.Is(err, ErrSessionTooBig) {
@@ -77,6 +59,54 @@ func copySessionState(dataDir, f, from, to string) error {
 		}
 	}
 	return err
+}
+
+// stateCopy is one fork's copy and what is left of its bounds.
+type stateCopy struct {
+	r     *os.Root
+	from  string
+	left  int64
+	files int
+}
+
+// dir copies directory src to dst, reading src a batch of entries at a time so that a
+// directory with millions of entries is refused at maxSessionFiles, not listed whole.
+func (c *stateCopy) dir(src, dst string) error {
+	if err := c.r.MkdirAll(dst, 0o750); err != nil {
+		return err
+	}
+	d, err := c.r.OpenFile(src, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	for {
+		ents, err := d.ReadDir(256)
+		for _, e := range ents {
+			if c.files++; c.files > maxSessionFiles {
+				return fmt.Errorf("session %s has over %d entries: %w", c.from, maxSessionFiles, ErrSessionTooBig)
+			}
+			s, t := path.Join(src, e.Name()), path.Join(dst, e.Name())
+			switch {
+			case e.IsDir():
+				if err := c.dir(s, t); err != nil {
+					return err
+				}
+			case e.Type().IsRegular():
+				n, err := copyFileIn(c.r, s, t, c.left)
+				c.left -= n
+				if err != nil {
+					return err
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // copyFileIn streams regular file src to a new file dst, both in r, and fails with
