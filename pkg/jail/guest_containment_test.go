@@ -27,7 +27,7 @@ mknod blk b 8 0; mknod chr c 1 3
 ln /etc/passwd hardlink
 ln -s / rootlink; ln -s /etc/passwd pwlink; chmod 4777 pwlink; chown 0:0 pwlink
 chown 1000:1000 .; chmod 777 .; chmod 4777 .; chown -h 0:0 .
-mkdir d; mv d "$1"; mv "$1" /tmp/moved
+mkdir d; mv d "$1"; perl -e 'rename $ARGV[0], $ARGV[1] or exit 0' "$1" /tmp/moved
 rm -rf swap; mkdir swap; mv swap swap.old; ln -s /etc swap; echo x > swap/crackbox-escape
 echo done
 ) >/dev/null 2>&1
