@@ -3,8 +3,6 @@ package sharefs
 import (
 	"bytes"
 	"errors"
-	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -38,23 +36,7 @@ func TestFidsBounded(t *testing.T) {
 	if err := os.WriteFile(dir+"/f", []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Start(Config{Dir: dir, Log: os.Stderr}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := s.cmd.Process.Pid
-	host, guest := net.Pipe()
-	done := make(chan struct{})
-	go func() { s.Serve(host); close(done) }()
-	c, err := p9.NewClient(guest, p9.WithMessageSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); guest.Close(); <-done })
-	root, err := c.Attach("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, pid := startShare(t, Config{Dir: dir, Log: os.Stderr}, 64<<10)
 	rss0 := rssKiB(t, pid)
 
 	// The client clunks a file it no longer references, so every one is kept.

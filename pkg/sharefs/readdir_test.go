@@ -2,8 +2,6 @@ package sharefs
 
 import (
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,23 +44,7 @@ func TestReaddirBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Start(Config{Dir: dir, ReadOnly: true, Log: os.Stderr}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := s.cmd.Process.Pid
-	host, guest := net.Pipe()
-	done := make(chan struct{})
-	go func() { s.Serve(host); close(done) }()
-	c, err := p9.NewClient(guest, p9.WithMessageSize(256<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); guest.Close(); <-done })
-	root, err := c.Attach("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root, pid := startShare(t, Config{Dir: dir, ReadOnly: true, Log: os.Stderr}, 256<<10)
 
 	one := walk(t, root)
 	if _, _, err := one.Open(p9.ReadOnly); err != nil {

@@ -16,27 +16,33 @@ import (
 	"github.com/hugelgupf/p9/p9"
 )
 
-// serveDir starts a real share server process for dir and returns the attached root.
-func serveDir(t *testing.T, dir string, quota int64) p9.File {
+// startShare starts a real share server process for cfg, attaches a client with
+// message size msize, and returns the root and the server's pid.
+func startShare(t *testing.T, cfg Config, msize uint32) (p9.File, int) {
 	t.Helper()
-	host, guest := net.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(Config{Dir: dir, Quota: quota, Log: os.Stderr}, host, slog.New(slog.DiscardHandler))
-	}()
-	c, err := p9.NewClient(guest, p9.WithMessageSize(64<<10))
+	s, err := Start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	host, guest := net.Pipe()
+	done := make(chan struct{})
+	go func() { s.Serve(host); close(done) }()
+	c, err := p9.NewClient(guest, p9.WithMessageSize(msize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); guest.Close(); <-done })
 	root, err := c.Attach("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Close()
-		guest.Close()
-		<-done
-	})
+	return root, s.cmd.Process.Pid
+}
+
+// serveDir starts a real share server process for dir and returns the attached root.
+func serveDir(t *testing.T, dir string, quota int64) p9.File {
+	t.Helper()
+	root, _ := startShare(t, Config{Dir: dir, Quota: quota, Log: os.Stderr}, 64<<10)
 	return root
 }
 
