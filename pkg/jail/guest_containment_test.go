@@ -137,13 +137,18 @@ func TestShareContainment(t *testing.T) {
 
 // TestDiskQuota writes past --disk-quota: the guest gets ENOSPC and the host file stops
 // at the quota. Empty files count too (a block each), so a guest cannot spend the host's
-// inodes instead: 1 MiB holds 256 entries.
+// inodes instead: 1 MiB holds 256 entries. A full file removed while the guest holds it
+// open still holds its room, until the last close.
 func TestDiskQuota(t *testing.T) {
 	jailtest.Require(t)
 	wd := t.TempDir()
 	s := jailtest.Spec(t, "sh", "-c", `i=0; while [ $i -lt 300 ]; do true > e$i 2>/dev/null || break; i=$((i+1)); done
 echo "entries=$i"; rm -f e*
-dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
+dd if=/dev/zero of=big bs=64k count=200 2>&1; echo "dd=$?"
+echo "size=$(wc -c <big)"; exec 3<big; rm big
+dd if=/dev/zero of=next bs=64k count=1 2>/dev/null; echo "held=$?"
+exec 3<&-
+dd if=/dev/zero of=next bs=64k count=1 2>/dev/null; echo "closed=$?"`)
 	s.Workdir = wd
 	s.DiskQuota = 1 << 20
 	var out, out2 bytes.Buffer
@@ -155,12 +160,32 @@ dd if=/dev/zero of=big bs=1M count=12 2>&1; echo "dd=$?"`)
 	if !strings.Contains(out.String(), "No space left on device") || strings.Contains(out.String(), "dd=0") {
 		t.Errorf("guest output %q, want ENOSPC from dd", out.String())
 	}
-	if st, err := os.Stat(filepath.Join(wd, "big")); err != nil || st.Size() > 1<<20 {
-		t.Errorf("big on the host: %v, %v; quota 1 MiB", st, err)
+	size := -1
+	if _, after, ok := strings.Cut(out.String(), "size="); ok {
+		fmt.Sscanf(after, "%d", &size)
+	}
+	if size < 900<<10 || size > 1<<20 {
+		t.Errorf("big grew to %d bytes, want near the 1 MiB quota; output %q", size, out.String())
+	}
+	var total int64
+	filepath.WalkDir(wd, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && d.Type().IsRegular() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	if total > 1<<20 {
+		t.Errorf("the share holds %d bytes on the host; quota 1 MiB", total)
 	}
 	entries := -1
 	if _, after, ok := strings.Cut(out.String(), "entries="); ok {
 		fmt.Sscanf(after, "%d", &entries)
+	}
+	if !strings.Contains(out.String(), "held=1") || !strings.Contains(out.String(), "closed=0") {
+		t.Errorf("guest output %q, want a write refused while the removed file is open (held=1) and allowed after its close (closed=0)", out.String())
 	}
 	if entries < 240 || entries > 256 {
 		t.Errorf("guest made %d empty files in a 1 MiB share, want at most 256; output %q", entries, out.String())

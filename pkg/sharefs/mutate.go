@@ -39,6 +39,7 @@ func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UI
 	if err := n.fs.takeNode(); err != nil {
 		return nil, p9.QID{}, 0, err
 	}
+	defer n.fs.quota.shared()()
 	var fd int
 	err := n.newEntry(name, func(dfd int) error {
 		var err error
@@ -56,7 +57,9 @@ func (n *node) Create(name string, flags p9.OpenFlags, perm p9.FileMode, _ p9.UI
 		n.fs.giveNode()
 		return nil, p9.QID{}, 0, err
 	}
-	return &node{fs: n.fs, rel: join(n.rel, name), fd: fd, open: true, counted: true}, qidOf(&st), 0, nil
+	c := &node{fs: n.fs, rel: join(n.rel, name), fd: fd, open: true, key: inodeOf(&st), counted: true}
+	n.fs.quota.opened(c.key)
+	return c, qidOf(&st), 0, nil
 }
 
 func (n *node) Mkdir(name string, perm p9.FileMode, _ p9.UID, _ p9.GID) (p9.QID, error) {
@@ -95,15 +98,6 @@ func (n *node) newEntry(name string, mk func(dfd int) error) error {
 	return err
 }
 
-// dataSize is what removing the entry st frees of a file's data: its size when it is
-// the last link to a regular file, else nothing.
-func dataSize(st *unix.Stat_t) int64 {
-	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
-		return st.Size
-	}
-	return 0
-}
-
 func (n *node) childQID(name string, err error) (p9.QID, error) {
 	if err != nil {
 		return p9.QID{}, err
@@ -122,6 +116,8 @@ func (n *node) Link(target p9.File, name string) error {
 	if !ok || t.fs != n.fs {
 		return unix.EXDEV
 	}
+	// A new link keeps the file's data when its other link goes.
+	defer n.fs.quota.alone()()
 	return n.newEntry(name, func(dfd int) error {
 		tdfd, tname, err := n.fs.parent(t.rel)
 		if err != nil {
@@ -140,6 +136,7 @@ func (n *node) RenameAt(oldName string, newDir p9.File, newName string) error {
 	if err := validName(newName); err != nil {
 		return err
 	}
+	defer n.fs.quota.alone()()
 	return n.inDir(oldName, func(odfd int) error {
 		ndfd, err := n.fs.walkDir(d.rel)
 		if err != nil {
@@ -155,13 +152,14 @@ func (n *node) RenameAt(oldName string, newDir p9.File, newName string) error {
 			return err
 		}
 		if replaced {
-			n.fs.quota.release(entryCost + dataSize(&st))
+			n.fs.quota.release(n.fs.quota.removing(&st))
 		}
 		return nil
 	})
 }
 
 func (n *node) UnlinkAt(name string, flags uint32) error {
+	defer n.fs.quota.alone()()
 	return n.inDir(name, func(dfd int) error {
 		var st unix.Stat_t
 		if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -170,7 +168,7 @@ func (n *node) UnlinkAt(name string, flags uint32) error {
 		if err := unix.Unlinkat(dfd, name, int(flags)&unix.AT_REMOVEDIR); err != nil {
 			return err
 		}
-		n.fs.quota.release(entryCost + dataSize(&st))
+		n.fs.quota.release(n.fs.quota.removing(&st))
 		return nil
 	})
 }
@@ -199,7 +197,14 @@ func (n *node) SetAttr(valid p9.SetAttrMask, attr p9.SetAttr) error {
 		}
 	}
 	if valid.Size {
-		if err := n.truncate(st, int64(attr.Size)); err != nil {
+		unlock := n.fs.quota.alone()
+		// Stat again under the lock: the size the truncation's count starts from.
+		st, err := n.fs.lstat(n.rel)
+		if err == nil {
+			err = n.truncate(st, int64(attr.Size))
+		}
+		unlock()
+		if err != nil {
 			return err
 		}
 	}

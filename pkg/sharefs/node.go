@@ -19,6 +19,7 @@ type node struct {
 	rel   string
 	fd    int // -1 or 0 until opened
 	open  bool
+	key   inode      // the opened file's, for the quota's count of open fids
 	dirMu sync.Mutex // one listing at a time moves the directory fd's offset
 	// counted: made by newNode, so Close gives its place back.
 	counted bool
@@ -90,6 +91,13 @@ func (n *node) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 	// The truncation is done on the opened file, so the quota gets back exactly what
 	// it freed, and nothing when the open fails.
 	trunc := flags&unix.O_TRUNC != 0
+	var unlock func()
+	if trunc {
+		unlock = n.fs.quota.alone()
+	} else {
+		unlock = n.fs.quota.shared()
+	}
+	defer unlock()
 	fd, err := n.fs.open(n.rel, flags&^unix.O_TRUNC, 0)
 	if err != nil {
 		return p9.QID{}, 0, err
@@ -112,7 +120,8 @@ func (n *node) Open(mode p9.OpenFlags) (p9.QID, uint32, error) {
 		}
 		st.Size = 0
 	}
-	n.fd, n.open = fd, true
+	n.fd, n.open, n.key = fd, true, inodeOf(&st)
+	n.fs.quota.opened(n.key)
 	return qidOf(&st), 0, nil
 }
 
@@ -127,6 +136,7 @@ func (n *node) WriteAt(p []byte, off int64) (int, error) {
 	if !n.open {
 		return 0, unix.EBADF
 	}
+	defer n.fs.quota.shared()()
 	var st unix.Stat_t
 	if err := unix.Fstat(n.fd, &st); err != nil {
 		return 0, err
@@ -159,6 +169,8 @@ func (n *node) Close() error {
 	}
 	if n.open {
 		n.open = false
+		defer n.fs.quota.alone()()
+		n.fs.quota.closing(n.key, n.fd)
 		return unix.Close(n.fd)
 	}
 	return nil

@@ -102,3 +102,59 @@ func TestQuotaTruncFailedOpen(t *testing.T) {
 		t.Fatalf("write after a truncating open: %v", err)
 	}
 }
+
+// TestQuotaRemovedWhileOpen is a guest that keeps a file open, removes it, and writes
+// elsewhere: the removed file's data stays on the host until its last close, so its
+// room comes back only then. A rename over the open file is the same removal.
+func TestQuotaRemovedWhileOpen(t *testing.T) {
+	dir, _ := shareOwner(t)
+	root := serveDir(t, dir, 1<<20+3*entryCost)
+	create := func(name string) p9.File {
+		t.Helper()
+		f, _, _, err := walk(t, root).Create(name, p9.ReadWrite, 0o644, 0, 0)
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		return f
+	}
+	removals := []struct {
+		name   string
+		remove func() error
+	}{
+		{"unlink", func() error { return walk(t, root).UnlinkAt("held", 0) }},
+		{"rename over", func() error {
+			create("other").Close()
+			return walk(t, root).RenameAt("other", walk(t, root), "held")
+		}},
+	}
+	chunk := make([]byte, 64<<10)
+	for _, r := range removals {
+		held := create("held")
+		if _, err := held.WriteAt(make([]byte, 1<<20), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.remove(); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		next := create("next")
+		if _, err := next.WriteAt(chunk, 0); linux.ExtractErrno(err) != linux.ENOSPC {
+			t.Errorf("%s of an open 1 MiB file, then a write: %v, want ENOSPC while it is open", r.name, err)
+		}
+		// The data is still the host's to hold, through the open fid.
+		if _, err := held.WriteAt([]byte("x"), 0); err != nil {
+			t.Errorf("%s: write to the open fid: %v", r.name, err)
+		}
+		if err := held.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := next.WriteAt(chunk, 0); err != nil {
+			t.Errorf("%s, then the last close: write: %v", r.name, err)
+		}
+		next.Close()
+		for _, name := range []string{"next", "held"} {
+			if err := walk(t, root).UnlinkAt(name, 0); err != nil && !os.IsNotExist(err) && linux.ExtractErrno(err) != linux.ENOENT {
+				t.Fatalf("unlink %s: %v", name, err)
+			}
+		}
+	}
+}

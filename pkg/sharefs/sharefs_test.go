@@ -214,6 +214,7 @@ func TestQuota(t *testing.T) {
 	if st := lstat(t, filepath.Join(dir, "big")); st.Size != 1<<20 {
 		t.Fatalf("big is %d bytes on the host", st.Size)
 	}
+	f.Close() // an open file's data stays on the host until its last close
 	if err := walk(t, root).UnlinkAt("big", 0); err != nil {
 		t.Fatal(err)
 	}
