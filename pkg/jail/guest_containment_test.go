@@ -9,7 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
@@ -189,5 +191,55 @@ dd if=/dev/zero of=next bs=64k count=1 2>/dev/null; echo "closed=$?"`)
 	}
 	if entries < 240 || entries > 256 {
 		t.Errorf("guest made %d empty files in a 1 MiB share, want at most 256; output %q", entries, out.String())
+	}
+}
+
+// TestShareServerEnds is a share server ending mid-run, as it does past its memory
+// limit: the guest gets I/O errors from the share at once, nothing more reaches the
+// host directory, and the run still ends on its own.
+func TestShareServerEnds(t *testing.T) {
+	jailtest.Require(t)
+	wd := t.TempDir()
+	s := jailtest.Spec(t, "sh", "-c", `echo x > ready
+i=0; while [ $i -lt 600 ] && ls . >/dev/null 2>&1; do sleep 0.1; i=$((i+1)); done
+echo "polls=$i"; echo x > after; echo "write=$?"`)
+	s.Workdir = wd
+	var out bytes.Buffer
+	s.Stdout, s.Stderr = &out, &out
+	done := make(chan error, 1)
+	go func() { _, err := jailtest.Run(t, s); done <- err }()
+
+	killed := 0
+	for deadline := time.Now().Add(4 * time.Minute); killed == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(wd, "ready")); err != nil {
+			continue
+		}
+		// The workdir's server holds the share's directory as its fd 4.
+		for _, pid := range proctest.Children("crackbox-share") {
+			if dir, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/4", pid)); dir == wd {
+				if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+					killed++
+				}
+			}
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d share servers for %s, want its one", killed, wd)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the run did not end 3 minutes after its share server did")
+	}
+	got := out.String()
+	t.Logf("guest output %q", got)
+	if strings.Contains(got, "polls=600") || !strings.Contains(got, "polls=") || strings.Contains(got, "write=0") {
+		t.Errorf("guest output %q: want the share to fail the next poll and the write", got)
+	}
+	if _, err := os.Stat(filepath.Join(wd, "after")); err == nil {
+		t.Error("a write after the share server ended reached the host")
 	}
 }

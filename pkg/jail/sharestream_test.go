@@ -1,36 +1,14 @@
 package jail
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-)
 
-// shareServers lists this process's crackbox-share children.
-func shareServers(t *testing.T) []int {
-	t.Helper()
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		status, _ := os.ReadFile("/proc/" + e.Name() + "/status")
-		if string(bytes.TrimRight(cmdline, "\x00")) == "crackbox-share" &&
-			strings.Contains(string(status), "PPid:\t"+strconv.Itoa(os.Getpid())+"\n") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+	"github.com/crackbox/crackbox/internal/proctest"
+)
 
 // TestStreamSharesPrestarted: every stream share has its server running before the guest
 // asks; one tag is served once; a share the guest never mounts has its server ended
@@ -43,7 +21,7 @@ func TestStreamSharesPrestarted(t *testing.T) {
 	}}
 	s := newStreamShares(p, 0, io.Discard, slog.New(slog.DiscardHandler))
 	s.start()
-	if got := shareServers(t); len(got) != 2 {
+	if got := proctest.Children("crackbox-share"); len(got) != 2 {
 		t.Fatalf("%d share servers running before any stream, want 2", len(got))
 	}
 
@@ -67,7 +45,7 @@ func TestStreamSharesPrestarted(t *testing.T) {
 	<-served
 
 	s.close()
-	if got := shareServers(t); len(got) != 0 {
+	if got := proctest.Children("crackbox-share"); len(got) != 0 {
 		t.Errorf("share servers %v still running after close", got)
 	}
 	h, g := net.Pipe()

@@ -2,9 +2,13 @@ package sharefs
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,17 +19,11 @@ import (
 // rssKiB is the resident set of process pid.
 func rssKiB(t *testing.T, pid int) int {
 	t.Helper()
-	for l := range bytes.SplitSeq(procStatus(pid), []byte("\n")) {
-		if v, ok := bytes.CutPrefix(l, []byte("VmRSS:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))))
-			if err != nil {
-				t.Fatalf("VmRSS of %d: %q", pid, v)
-			}
-			return n
-		}
+	n, ok := rssOf(pid)
+	if !ok {
+		t.Fatalf("no VmRSS for %d", pid)
 	}
-	t.Fatalf("no VmRSS for %d", pid)
-	return 0
+	return n
 }
 
 // TestFidsBounded is a hostile guest that asks for fids and never clunks one: the share
@@ -112,4 +110,90 @@ func TestFidsBounded(t *testing.T) {
 			t.Fatalf("walk %d after 100 clunks: %v", i, err)
 		}
 	}
+}
+
+// TestNamesBounded is a hostile guest that tries to remove names that do not exist, a
+// new one each time: the 9p library keeps a node for each, so the server grows with
+// every try, and it ends the share once it passes its memory limit instead of growing
+// on. The guest gets an error for every request from then on.
+func TestNamesBounded(t *testing.T) {
+	const limit = 32 << 20
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	root, pid := startShare(t, Config{Dir: t.TempDir(), MemLimit: limit, Log: lockedWriter{&logMu, &log}}, 64<<10)
+	peak := 0
+	const attempts = 400_000 // about six times the limit's worth of names
+	var (
+		mu    sync.Mutex
+		next  int
+		ended error
+		wg    sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if next == attempts || ended != nil {
+					mu.Unlock()
+					return
+				}
+				next++
+				i := next
+				mu.Unlock()
+				err := root.UnlinkAt("n"+strconv.Itoa(i), 0)
+				if i%5000 == 0 {
+					if rss, ok := rssOf(pid); ok {
+						mu.Lock()
+						peak = max(peak, rss)
+						mu.Unlock()
+					}
+				}
+				if !errors.Is(err, linux.ENOENT) {
+					mu.Lock()
+					ended = cmp.Or(ended, fmt.Errorf("unlink %d: %w", i, err))
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("after %d removals: %v; peak share server RSS %d KiB", next, ended, peak)
+	if ended == nil {
+		t.Fatalf("%d removals of names that do not exist all served; the share server's RSS reached %d KiB against a limit of %d KiB",
+			attempts, peak, limit>>10)
+	}
+	if bound := memScale * (limit>>10 + 32<<10); peak > bound {
+		t.Errorf("share server RSS reached %d KiB, want under %d KiB", peak, bound)
+	}
+	if _, _, err := root.Walk(nil); err == nil {
+		t.Error("a walk after the share ended succeeded")
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(log.String(), "past its limit") {
+		t.Errorf("share server log %q, want why it ended", log.String())
+	}
+}
+
+// rssOf is the resident set of pid in KiB, false once it is gone.
+func rssOf(pid int) (int, bool) {
+	for l := range bytes.SplitSeq(procStatus(pid), []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("VmRSS:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSuffix(bytes.TrimSpace(v), []byte(" kB"))))
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

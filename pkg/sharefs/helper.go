@@ -24,7 +24,10 @@ type Config struct {
 	// Hide lists paths relative to Dir that the guest can neither open nor list, as
 	// if they did not exist (the host view's secrets).
 	Hide []string
-	Log  io.Writer
+	// MemLimit is the most memory the server keeps live before it ends the share; 0
+	// means memLimit.
+	MemLimit int64
+	Log      io.Writer
 }
 
 // Ident is a uid and gid.
@@ -37,6 +40,7 @@ type helperConfig struct {
 	ReadOnly bool
 	Quota    int64
 	Hide     []string
+	MemLimit int64
 	Stage    int
 }
 

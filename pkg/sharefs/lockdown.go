@@ -162,6 +162,7 @@ func serveLocked(hc helperConfig) error {
 	if hc.Quota > 0 {
 		fs.quota = &quota{limit: hc.Quota}
 	}
+	go watchMemory(hc.MemLimit)
 	f := os.NewFile(connFD, "share")
 	conn, err := net.FileConn(f)
 	f.Close()

@@ -1,6 +1,7 @@
 package sharefs
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,8 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: share %s: %w", ErrServe, cfg.Dir, err)
 	}
 	defer dir.Close()
-	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Hide: cfg.Hide, Stage: 1}
+	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Hide: cfg.Hide,
+		MemLimit: cmp.Or(cfg.MemLimit, memLimit), Stage: 1}
 	if os.Geteuid() == 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
@@ -122,5 +124,9 @@ func (s *Server) end() {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		err = <-s.done
 	}
-	s.log.Debug("share server ended", "dir", s.dir, "err", err)
+	if err != nil {
+		s.log.Warn("share server failed", "dir", s.dir, "err", err)
+		return
+	}
+	s.log.Debug("share server ended", "dir", s.dir)
 }
