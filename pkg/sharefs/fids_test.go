@@ -44,34 +44,21 @@ func TestFidsBounded(t *testing.T) {
 		held    []p9.File
 		refused int
 		other   error
-		next    int
-		wg      sync.WaitGroup
 	)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				if next == attempts {
-					mu.Unlock()
-					return
-				}
-				next++
-				mu.Unlock()
-				_, f, err := root.Walk([]string{"f"})
-				mu.Lock()
-				switch {
-				case err == nil:
-					held = append(held, f)
-				case errors.Is(err, linux.ENFILE):
-					refused++
-				default:
-					other = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	flood(attempts, func(int) bool {
+		_, f, err := root.Walk([]string{"f"})
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			held = append(held, f)
+		case errors.Is(err, linux.ENFILE):
+			refused++
+		default:
+			other = err
+		}
+		return false
+	})
 	if other != nil {
 		t.Fatalf("walk: %v, want success or ENFILE", other)
 	}
@@ -125,40 +112,24 @@ func TestNamesBounded(t *testing.T) {
 	const attempts = 400_000 // about six times the limit's worth of names
 	var (
 		mu    sync.Mutex
-		next  int
 		ended error
-		wg    sync.WaitGroup
 	)
-	for range 8 {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				if next == attempts || ended != nil {
-					mu.Unlock()
-					return
-				}
-				next++
-				i := next
-				mu.Unlock()
-				err := root.UnlinkAt("n"+strconv.Itoa(i), 0)
-				if i%5000 == 0 {
-					if rss, ok := rssOf(pid); ok {
-						mu.Lock()
-						peak = max(peak, rss)
-						mu.Unlock()
-					}
-				}
-				if !errors.Is(err, linux.ENOENT) {
-					mu.Lock()
-					ended = cmp.Or(ended, fmt.Errorf("unlink %d: %w", i, err))
-					mu.Unlock()
-					return
-				}
+	sent := flood(attempts, func(i int) bool {
+		err := root.UnlinkAt("n"+strconv.Itoa(i), 0)
+		mu.Lock()
+		defer mu.Unlock()
+		if i%5000 == 0 {
+			if rss, ok := rssOf(pid); ok {
+				peak = max(peak, rss)
 			}
-		})
-	}
-	wg.Wait()
-	t.Logf("after %d removals: %v; peak share server RSS %d KiB", next, ended, peak)
+		}
+		if !errors.Is(err, linux.ENOENT) {
+			ended = cmp.Or(ended, fmt.Errorf("unlink %d: %w", i, err))
+			return true
+		}
+		return false
+	})
+	t.Logf("after %d removals: %v; peak share server RSS %d KiB", sent, ended, peak)
 	if ended == nil {
 		t.Fatalf("%d removals of names that do not exist all served; the share server's RSS reached %d KiB against a limit of %d KiB",
 			attempts, peak, limit>>10)
@@ -174,6 +145,38 @@ func TestNamesBounded(t *testing.T) {
 	if !strings.Contains(log.String(), "past its limit") {
 		t.Errorf("share server log %q, want why it ended", log.String())
 	}
+}
+
+// flood sends requests 1 to n from 8 goroutines, as a guest's kernel keeps many in
+// flight, until they are all sent or one of them says stop; it returns how many were.
+func flood(n int, req func(i int) (stop bool)) int {
+	var (
+		mu   sync.Mutex
+		next int
+		halt bool
+		wg   sync.WaitGroup
+	)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if next == n || halt {
+					mu.Unlock()
+					return
+				}
+				next++
+				i := next
+				mu.Unlock()
+				if req(i) {
+					mu.Lock()
+					halt = true
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return next
 }
 
 // rssOf is the resident set of pid in KiB, false once it is gone.
