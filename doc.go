@@ -55,6 +55,7 @@
 //	internal/nettest    loopback listeners, echo, TLS and DNS upstreams, busy ports, a safe buffer
 //	internal/natstest   an in-process JetStream cluster
 //	internal/pgtest     a throwaway PostgreSQL cluster
+//	internal/proctest   a test's own child processes (the share servers a run starts)
 //	internal/testreq    skip or fail on a missing prerequisite
 //	internal/testsum    make test's summary line
 //	bench/proxybench    the proxy benchmark against squid and tinyproxy

@@ -8,11 +8,11 @@
 package main
 
 import (
-	"runtime"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
@@ -204,7 +205,8 @@ func TestShareServerEnds(t *testing.T) {
 i=0; while [ $i -lt 600 ] && ls . >/dev/null 2>&1; do sleep 0.1; i=$((i+1)); done
 echo "polls=$i"; echo x > after; echo "write=$?"`)
 	s.Workdir = wd
-	var out bytes.Buffer
+	// One buffer takes both streams, which the run copies concurrently.
+	var out nettest.Buffer
 	s.Stdout, s.Stderr = &out, &out
 	done := make(chan error, 1)
 	go func() { _, err := jailtest.Run(t, s); done <- err }()
