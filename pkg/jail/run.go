@@ -272,34 +272,10 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// exitResult maps the guest's exit frame to Docker-like statuses.
-func exitResult(res Result, e control.Exit) Result {
-	switch {
-	case e.Error == control.ExecNotFound:
-		res.Exit, res.ExecError = ExitNotFound, "command not found"
-	case e.Error == control.ExecNotExecutable:
-		res.Exit, res.ExecError = ExitNotExecutable, "command not executable"
-	case e.Error != "":
-		res.Exit, res.ExecError = ExitFailed, e.Error
-	case e.Signal > 0:
-		res.Exit, res.Signal = ExitSignalBase+e.Signal, e.Signal
-	default:
-		res.Exit = e.Code
-	}
-	return res
-}
-
 // crashReason picks the line that explains a crash from the console log.
 func crashReason(v *vm, serr error) string {
-	con := v.tail("console.log", 64<<10)
-	for _, marker := range []string{"Kernel panic", "Out of memory", "Attempted to kill init", "BUG:", "Oops"} {
-		if i := strings.Index(con, marker); i >= 0 {
-			line := con[i:]
-			if j := strings.IndexByte(line, '\n'); j >= 0 {
-				line = line[:j]
-			}
-			return "guest kernel: " + strings.TrimSpace(line)
-		}
+	if line := consoleReason(v.tail("console.log", 64<<10)); line != "" {
+		return line
 	}
 	select {
 	case <-v.exited:

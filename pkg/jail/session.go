@@ -99,7 +99,7 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 					h.Started(m.Pid)
 				}
 			case control.MsgLog:
-				h.Log.Debug("guest", "text", m.Text)
+				h.Log.Debug("guest", "text", guestText(m.Text))
 			case control.MsgExit:
 				if m.Exit == nil {
 					sess.Close()

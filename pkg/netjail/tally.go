@@ -110,7 +110,7 @@ func (t *Tally) Decision(d proxy.Decision) {
 		// No usable name: show what the guest dialed instead.
 		switch {
 		case d.Host != "":
-			e = d.Host
+			e = badName(d.Host)
 		case d.IP != "":
 			e = d.IP
 		default:
@@ -121,6 +121,19 @@ func (t *Tally) Decision(d proxy.Decision) {
 		}
 	}
 	bump(t.blocked, e, &t.blockedOver)
+}
+
+// maxBadName bounds how much of an unusable name the summary quotes.
+const maxBadName = 64
+
+// badName shows a name the guest sent that is no host name. The summary is printed
+// under crackbox's name on the operator's terminal, so the name is quoted in ASCII:
+// a bidi override or a C1 control in it can neither reorder nor drive the terminal.
+func badName(h string) string {
+	if len(h) > maxBadName {
+		return strconv.QuoteToASCII(strings.ToValidUTF8(h[:maxBadName], "")) + "…"
+	}
+	return strconv.QuoteToASCII(h)
 }
 
 // Query records one DNS question; use it as dns.Config.OnQuery.

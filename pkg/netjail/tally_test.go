@@ -32,6 +32,12 @@ func TestTallySummary(t *testing.T) {
 			{Name: "a.test", Type: "A"}, {Name: "b.test", Type: "A"}, {Name: "b.test", Type: "AAAA"},
 			{Name: "ok.test", Type: "A", Allowed: true}, {Name: "5.113.0.203.in-addr.arpa", Type: "PTR"},
 		}, "crackbox: blocked 1 request: a.test (1); refused DNS for 1 name: b.test"},
+		// The line is printed on the operator's terminal: a name that is no host name
+		// is quoted, so a C1 control or a bidi override in it does nothing there.
+		{"a name with terminal controls is quoted", []proxy.Decision{blocked("ev\u009b2Jil\u202e.com", 443)}, nil,
+			`crackbox: blocked 1 request: "ev\u009b2Jil\u202e.com":443 (1)`},
+		{"a long bad name is cut", []proxy.Decision{blocked("\u202e"+strings.Repeat("x", 100000), 443)}, nil,
+			`crackbox: blocked 1 request: "\u202e` + strings.Repeat("x", maxBadName-3) + `"…:443 (1)`},
 		{"dns only", nil, []dns.Query{{Name: "x.test"}, {Name: "y.test"}}, "crackbox: refused DNS for 2 names: x.test, y.test"},
 	}
 	for _, tc := range tests {
