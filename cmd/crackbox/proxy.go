@@ -86,6 +86,8 @@ type daemon struct {
 
 	healthMu sync.Mutex
 	down     error // first unexpected listener failure
+
+	tokenFile string // the admin token this daemon made, removed when it stops
 }
 
 func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) error {
@@ -106,6 +108,9 @@ func serveProxy(ctx context.Context, cfg *config.Config, src config.Source) erro
 	d.wait(ctx)
 	d.drain()
 	wg.Wait()
+	if d.tokenFile != "" {
+		os.Remove(d.tokenFile)
+	}
 	d.log.Info("proxy stopped")
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -60,18 +61,41 @@ func (d *daemon) startAdmin(ls *listeners) error {
 	if err != nil {
 		return err
 	}
+	secret := d.cfg.Admin.Secret
+	if ls.adm != nil && secret == "" {
+		if secret, err = d.makeToken(ls.adm.Addr().String()); err != nil {
+			return err
+		}
+	}
 	o := admin.Options{
-		Registry: d.reg, Secret: d.cfg.Admin.Secret, StateFile: d.cfg.Proxy.StateFile, StateKey: key,
+		Registry: d.reg, Secret: secret, StateFile: d.cfg.Proxy.StateFile, StateKey: key,
 		Gatherer: d.prom, Healthy: d.health, Active: d.px.Active, Logger: d.log,
 	}
 	o.Shared = d.shared()
 	if d.adm, err = admin.New(o); err != nil {
 		return err
 	}
-	if ls.adm != nil && d.cfg.Admin.Secret == "" {
-		d.log.Info("admin api has no secret; serving on loopback only", "addr", ls.adm.Addr().String())
-	}
 	return nil
+}
+
+// makeToken guards an admin API started without admin.secret with a fresh token only
+// this user can read: every local user can dial loopback.
+func (d *daemon) makeToken(addr string) (string, error) {
+	base := jail.DefaultRunDirBase()
+	if err := jail.EnsureRunDirBase(base); err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	path, err := admin.TokenFile(base, addr)
+	if err != nil {
+		return "", err
+	}
+	tok, err := admin.WriteToken(path)
+	if err != nil {
+		return "", err
+	}
+	d.tokenFile = path
+	d.log.Info("admin api has no secret; serving on loopback with a token", "addr", addr, "token_file", path)
+	return tok, nil
 }
 
 // serve starts a goroutine per listener; the group ends when all have stopped.

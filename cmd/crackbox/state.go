@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/admin"
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 func init() {
@@ -22,7 +25,9 @@ func init() {
 		Short: "Print the proxy daemon's registered clients",
 		Long: `Print the clients registered with a running "crackbox proxy serve", read
 from its admin API. The address and secret default to admin.listen and
-admin.secret (or CRACKBOX_ADMIN_SECRET) from the config.`,
+admin.secret (or CRACKBOX_ADMIN_SECRET) from the config; without a secret it uses
+the token a local daemon started without one keeps in the run dir base
+(/run/crackbox/admin-PORT.token as root), readable by the daemon's user only.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := loadConfig(cmd, []flagBind{{"secret", "admin.secret"}})
@@ -48,6 +53,22 @@ admin.secret (or CRACKBOX_ADMIN_SECRET) from the config.`,
 	cmd.Flags().String("secret", "", "admin bearer token (default admin.secret / CRACKBOX_ADMIN_SECRET)")
 	cmd.Flags().Bool("json", false, "print JSON instead of a table")
 	root.AddCommand(cmd)
+}
+
+// localToken is the token a local daemon without admin.secret made for its admin API
+// at hostport, and where it looked; "" when there is none to find.
+func localToken(hostport string) (tok, path string, err error) {
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		return "", "", nil // no port: not an address a local daemon keeps a token for
+	}
+	if path, err = admin.TokenFile(jail.DefaultRunDirBase(), hostport); err != nil {
+		return "", "", nil
+	}
+	tok, err = admin.ReadToken(path)
+	if errors.Is(err, admin.ErrNoToken) {
+		return "", path, nil
+	}
+	return tok, path, err
 }
 
 // adminURL turns a listen address into a URL to reach it locally: an
@@ -79,6 +100,16 @@ func fetchState(ctx context.Context, base, secret string) (*admin.StateJSON, err
 	if err != nil {
 		return nil, fmt.Errorf("admin url %q: %w", base, err)
 	}
+	hint := ""
+	if secret == "" {
+		var path string
+		if secret, path, err = localToken(req.URL.Host); err != nil {
+			return nil, err
+		}
+		if secret == "" && path != "" {
+			hint = fmt.Sprintf(" (no --secret or admin.secret given, and no daemon token at %s: pass the daemon's, e.g. --secret \"$(cat <its run dir base>/%s)\")", path, filepath.Base(path))
+		}
+	}
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
@@ -94,9 +125,9 @@ func fetchState(ctx context.Context, base, secret string) (*admin.StateJSON, err
 	if resp.StatusCode != http.StatusOK {
 		var e admin.ErrorJSON
 		if json.Unmarshal(body, &e) == nil && e.Message != "" {
-			return nil, fmt.Errorf("admin api: %s: %s", resp.Status, e.Message)
+			return nil, fmt.Errorf("admin api: %s: %s%s", resp.Status, e.Message, hint)
 		}
-		return nil, fmt.Errorf("admin api: %s", resp.Status)
+		return nil, fmt.Errorf("admin api: %s%s", resp.Status, hint)
 	}
 	var st admin.StateJSON
 	if err := json.Unmarshal(body, &st); err != nil {
