@@ -20,7 +20,13 @@ type runDir struct {
 	ID  string
 	Dir string
 	VM  string
+	// lock is held (flock) for the life of the run so a sweeper in another process can
+	// tell a run whose QEMU has just exited from one whose crackbox was killed.
+	lock *os.File
 }
+
+// ownerLock is the file in a run dir that its live owner holds locked.
+const ownerLock = "owner.lock"
 
 // runDirBase is the explicit base, else DefaultRunDirBase.
 func runDirBase(explicit string) string {
@@ -45,18 +51,29 @@ func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
 	if err := os.Mkdir(rd.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
-	if err := os.Mkdir(rd.VM, 0o700); err != nil {
+	lock, err := os.OpenFile(rd.path(ownerLock), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
+		}
+	}
+	if err != nil {
 		os.RemoveAll(rd.Dir)
+		return nil, fmt.Errorf("run dir lock: %w", err)
+	}
+	rd.lock = lock
+	if err := os.Mkdir(rd.VM, 0o700); err != nil {
+		rd.remove(false)
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	if vmm != nil {
 		// Mkdir applies the umask; set the modes explicitly.
 		if err := os.Chmod(rd.Dir, 0o711); err != nil {
-			os.RemoveAll(rd.Dir)
+			rd.remove(false)
 			return nil, err
 		}
 		if err := os.Chown(rd.VM, int(vmm.UID), int(vmm.GID)); err != nil {
-			os.RemoveAll(rd.Dir)
+			rd.remove(false)
 			return nil, fmt.Errorf("run dir: %w", err)
 		}
 	}
@@ -68,21 +85,29 @@ func (rd *runDir) vmPath(name string) string { return filepath.Join(rd.VM, name)
 
 // remove deletes the run dir; keep keeps console.log and qemu.log (for a crash report)
 // and removes only the sockets.
+// The lock is let go last, once nothing of the live run is left for a sweeper to take.
 func (rd *runDir) remove(keep bool) {
 	if keep {
 		os.RemoveAll(rd.VM)
 		os.Remove(rd.path("qemu.pid"))
-		return
+		os.Remove(rd.path(ownerLock))
+	} else {
+		os.RemoveAll(rd.Dir)
 	}
-	os.RemoveAll(rd.Dir)
+	if rd.lock != nil {
+		rd.lock.Close()
+		rd.lock = nil
+	}
 }
 
 // keptCrashDirs bounds how many crash reports (run dirs kept after a guest crash) stay
 // in the run dir base; the oldest go first.
 const keptCrashDirs = 10
 
-// sweepStale removes run dirs left by a crackbox that was killed (their qemu.pid names a
-// process that no longer exists) and all but the newest keptCrashDirs crash reports.
+// sweepStale removes run dirs left by a crackbox that was killed (no process holds their
+// owner lock and their qemu.pid names a process that no longer exists) and all but the
+// newest keptCrashDirs crash reports. QEMU exiting is not enough: its run is still
+// reading the console log and deciding whether to keep it.
 func sweepStale(base string) {
 	pruneCrashDirs(base, keptCrashDirs)
 	pids, _ := filepath.Glob(filepath.Join(base, "*", "qemu.pid"))
@@ -95,10 +120,28 @@ func sweepStale(base string) {
 		if err != nil || pid <= 0 {
 			continue
 		}
+		if ownerAlive(filepath.Dir(p)) {
+			continue
+		}
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			os.RemoveAll(filepath.Dir(p))
 		}
 	}
+}
+
+// ownerAlive reports whether some process holds dir's owner lock. A dir without one
+// (made by an older crackbox) is judged by its qemu.pid alone; one this user cannot
+// open is left alone.
+func ownerAlive(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, ownerLock), os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil
 }
 
 // pruneCrashDirs removes all but the newest keep crash reports. A kept dir is one whose

@@ -93,3 +93,45 @@ func TestPruneCrashDirsKeepsNewest(t *testing.T) {
 		t.Errorf("live run dir touched: %v", err)
 	}
 }
+
+// A run whose QEMU has exited is still its owner's until the owner lets go: a concurrent
+// run's sweep must not take its crash report, and a killed owner's dir still goes.
+func TestSweepStaleSparesAnOwnedRun(t *testing.T) {
+	base := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPid := []byte(strconv.Itoa(dead.Process.Pid) + "\n")
+
+	owned, err := newRunDir(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(owned.path("qemu.pid"), deadPid, 0o600)
+	os.WriteFile(owned.path("console.log"), []byte("Kernel panic"), 0o600)
+
+	orphan, err := newRunDir(base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(orphan.path("qemu.pid"), deadPid, 0o600)
+	orphan.lock.Close() // its crackbox was killed: the kernel drops the lock
+
+	sweepStale(base)
+	if _, err := os.Stat(owned.path("console.log")); err != nil {
+		t.Fatalf("a sweep took the console log of a run still deciding about it: %v", err)
+	}
+	if _, err := os.Stat(orphan.Dir); !os.IsNotExist(err) {
+		t.Errorf("a killed owner's run dir survived the sweep: %v", err)
+	}
+
+	owned.remove(true)
+	sweepStale(base)
+	if _, err := os.Stat(owned.path("console.log")); err != nil {
+		t.Fatalf("kept crash report lost: %v", err)
+	}
+	if _, err := os.Stat(owned.path(ownerLock)); !os.IsNotExist(err) {
+		t.Errorf("crash report keeps its owner lock file: %v", err)
+	}
+}
