@@ -133,7 +133,7 @@ func sweepStale(base string) {
 // (made by an older crackbox) is judged by its qemu.pid alone; one this user cannot
 // open is left alone.
 func ownerAlive(dir string) bool {
-	f, err := os.OpenFile(filepath.Join(dir, ownerLock), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(dir, ownerLock), os.O_RDWR|syscall.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false
 	}
