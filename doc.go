@@ -19,6 +19,7 @@
 //	pkg/config          crackbox.toml and the CRACKBOX_* names: flags > env > file > defaults
 //	pkg/proc            process start times from /proc
 //	pkg/buildinfo       the version behind --version and /health
+//	internal/lograte    rate-limited warnings for what a guest or client can trigger at will
 //
 // crackbox alone (cmd/crackbox):
 //

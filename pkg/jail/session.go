@@ -9,9 +9,11 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
 
+	"github.com/crackbox/crackbox/internal/lograte"
 	"github.com/crackbox/crackbox/pkg/control"
 )
 
@@ -60,7 +62,8 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 	if err != nil {
 		return control.Exit{}, lost(err)
 	}
-	go acceptGuestStreams(sess, h)
+	hostile := make(chan error, 1)
+	go func() { hostile <- acceptGuestStreams(sess, h) }()
 	copies := copyStdio(streams, stdio, h.Log)
 	// waitCopies waits for the output copies; a guest that sends its exit frame but keeps
 	// an output stream open is cut off when ctx ends.
@@ -81,6 +84,7 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 	defer close(done)
 	go forwardControls(ctl, h, done)
 	msgs, recvErr := receive(ctl, done)
+	started := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,11 +95,20 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		case err := <-recvErr:
 			sess.Close()
 			copies.Wait()
+			select {
+			case herr := <-hostile:
+				if herr != nil {
+					err = herr
+				}
+			default:
+			}
 			return control.Exit{}, lost(err)
 		case m := <-msgs:
 			switch m.Type {
 			case control.MsgStarted:
-				if h.Started != nil {
+				// Started is the run's own event, once; the guest may send the frame again.
+				if h.Started != nil && !started {
+					started = true
 					h.Started(m.Pid)
 				}
 			case control.MsgLog:
@@ -213,17 +226,37 @@ func forwardControls(ctl *control.Conn, h sessionHooks, done <-chan struct{}) {
 // hostile guest cannot make the host spend a goroutine and buffers per stream without end.
 const maxGuestStreams = 512
 
+// maxClosingStreams bounds the streams the host has closed (refused, or their handler
+// returned) that the guest keeps open; each still holds what the guest sends into its
+// receive window. A guest past it is hostile and its session ends.
+const maxClosingStreams = 128
+
+// hostStreams is what the host opens itself: ctl, stdin, stdout, stderr.
+const hostStreams = 4
+
+// errTooManyStreams is why the host ends the session of a guest that holds too many
+// streams open.
+var errTooManyStreams = errors.New("guest held too many streams open")
+
 // acceptGuestStreams hands guest-opened proxy and mcp streams to their hooks. Anything
-// else the guest opens is closed: the guest cannot widen what it may reach.
-func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
+// else the guest opens is closed: the guest cannot widen what it may reach. It returns
+// errTooManyStreams when it ended the session for holding too many.
+func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 	slots := make(chan struct{}, maxGuestStreams)
+	// The guest can trigger a refusal at will; its warning must not be its own line.
+	refusals := lograte.Every{Interval: 10 * time.Second}
 	for {
 		kind, c, err := control.Accept(sess)
+		if n, limit := sess.NumStreams(), hostStreams+maxGuestStreams+maxClosingStreams; n > limit {
+			h.Log.Warn("guest session ended", "why", "too many streams held open", "streams", n, "max", limit)
+			sess.Close()
+			return fmt.Errorf("%w: %d, at most %d", errTooManyStreams, n, limit)
+		}
 		if err != nil {
 			if errors.Is(err, control.ErrBadHeader) {
 				continue
 			}
-			return
+			return nil
 		}
 		var fn func(net.Conn)
 		switch kind {
@@ -237,14 +270,16 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) {
 			}
 		}
 		if fn == nil {
-			h.Log.Debug("guest stream refused", "kind", kind)
+			h.Log.Debug("guest stream refused", "kind", guestText(kind))
 			c.Close()
 			continue
 		}
 		select {
 		case slots <- struct{}{}:
 		default:
-			h.Log.Warn("guest stream refused", "kind", kind, "why", "too many open streams", "max", maxGuestStreams)
+			if ok, held := refusals.Allow(); ok {
+				h.Log.Warn("guest stream refused", "kind", guestText(kind), "why", "too many open streams", "max", maxGuestStreams, "refused_since_last", held)
+			}
 			c.Close()
 			continue
 		}

@@ -7,7 +7,9 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/crackbox/crackbox/internal/lograte"
 	"github.com/crackbox/crackbox/pkg/sharefs"
 )
 
@@ -26,10 +28,13 @@ type streamShares struct {
 	log    *slog.Logger
 	wg     sync.WaitGroup
 	ready  chan struct{} // closed once start has run
+	// refusals bounds the warnings about refused streams: the guest names the tag and
+	// can ask again at will.
+	refusals lograte.Every
 }
 
 func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
-	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{})}
+	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{}), refusals: lograte.Every{Interval: 10 * time.Second}}
 	for _, sh := range p.userShare {
 		if sh.FS == FSStream {
 			s.byTag[sh.Tag] = streamShare{share: sh}
@@ -95,7 +100,9 @@ func (s *streamShares) serve(tag string, c net.Conn) {
 	sh, ok := s.byTag[tag]
 	if !ok || s.served[tag] {
 		s.mu.Unlock()
-		s.log.Warn("share stream refused", "tag", tag, "known", ok)
+		if log, held := s.refusals.Allow(); log {
+			s.log.Warn("share stream refused", "tag", guestText(tag), "known", ok, "refused_since_last", held)
+		}
 		c.Close()
 		return
 	}

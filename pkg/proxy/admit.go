@@ -51,9 +51,8 @@ func (p *Proxy) refuseBusy(c net.Conn, answer bool) {
 		return
 	}
 	limit := p.cfg.Load().maxConns
-	if now := time.Now().UnixNano(); now-p.busyLog.Load() > int64(10*time.Second) {
-		p.busyLog.Store(now)
-		p.log.Warn("proxy connection refused", "src", c.RemoteAddr(), "why", "too many open connections", "max", limit)
+	if ok, held := p.busyLog.Allow(); ok {
+		p.log.Warn("proxy connection refused", "src", c.RemoteAddr(), "why", "too many open connections", "max", limit, "refused_since_last", held)
 	}
 	p.metrics.decisions.WithLabelValues(ReasonTooManyConns).Inc()
 	if answer {

@@ -39,6 +39,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/lograte"
 	"github.com/crackbox/crackbox/pkg/allow"
 )
 
@@ -113,7 +114,9 @@ type Proxy struct {
 	conns     map[*clientConn]struct{}
 	perSrc    map[netip.Addr]int // open accepted connections per source address
 	wg        sync.WaitGroup
-	busyLog   atomic.Int64 // unix nanos of the last "too many connections" warning
+	// A client can trigger these warnings at will; they are rate limited so it cannot
+	// write the operator's log at will (the decision log keeps every one).
+	busyLog, exfilLog *lograte.Every
 	// Per client: intercepted connections, and their response buffers.
 	intercepts clientCount
 	bufs       clientCount
@@ -145,6 +148,8 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		perSrc:     make(map[netip.Addr]int),
 		intercepts: clientCount{max: clientIntercepts},
 		bufs:       clientCount{max: clientBufs},
+		busyLog:    &lograte.Every{Interval: 10 * time.Second},
+		exfilLog:   &lograte.Every{Interval: 10 * time.Second},
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -375,7 +380,9 @@ func (p *Proxy) record(cfg *config, d Decision) {
 		cfg.onDecision(d)
 	}
 	if d.Reason == ReasonSecretExfiltration {
-		p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port)
+		if ok, held := p.exfilLog.Allow(); ok {
+			p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port, "refused_since_last", held)
+		}
 	} else if !d.Allowed {
 		p.log.Debug("proxy denied", "client", d.ClientID, "host", d.Host, "port", d.Port, "reason", d.Reason)
 	}
