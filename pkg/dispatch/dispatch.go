@@ -48,6 +48,9 @@ var (
 	// ErrNotHolder is a request from a runner that does not hold the
 	// folder's lease for that dispatch.
 	ErrNotHolder = errors.New("runner does not hold the lease")
+	// ErrTooManySessions is a tool session past gated.MaxSessions open for one
+	// claimed turn.
+	ErrTooManySessions = errors.New("too many tool sessions")
 )
 
 // Item is one work item: which attempt of which turn, and what the runner

@@ -48,10 +48,11 @@ type flight struct {
 
 	// Set by each accepted claim: the runner that claimed, a fresh reply
 	// sequence, and the context of its tool calls, ended by the next claim.
-	runner string
-	seq    *atomic.Int64
-	ctx    context.Context
-	cancel context.CancelFunc
+	runner   string
+	seq      *atomic.Int64
+	sessions *atomic.Int32 // tool sessions open under this claim
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 var _ turn.Runner = (*Dispatcher)(nil)
@@ -169,7 +170,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 	if f.cancel != nil {
 		f.cancel()
 	}
-	f.runner, f.seq = runner, new(atomic.Int64)
+	f.runner, f.seq, f.sessions = runner, new(atomic.Int64), new(atomic.Int32)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	d.mu.Unlock()
 	j := f.job
@@ -179,20 +180,27 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 }
 
 // session returns what a tool call of runner's claim c is served with.
-func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (context.Context, gated.Turn, error) {
+func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (context.Context, gated.Turn, func(), error) {
 	f, _, err := d.verify(ctx, runner, c)
 	if err == nil && d.claimer(f) != runner {
 		err = fmt.Errorf("turn %d is not claimed by %q: %w", c.Turn, runner, ErrNotHolder)
 	}
 	if err != nil {
 		d.refused("tool session", runner, c, err)
-		return nil, gated.Turn{}, err
+		return nil, gated.Turn{}, nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A turn's guest opens its sessions through the runner, so the bound a local
+	// socket has (gated.MaxSessions) holds here too.
+	open := f.sessions
+	if n := open.Add(1); n > gated.MaxSessions {
+		open.Add(-1)
+		return nil, gated.Turn{}, nil, fmt.Errorf("turn %d has %d tool sessions open, at most %d: %w", c.Turn, n-1, gated.MaxSessions, ErrTooManySessions)
+	}
 	t, seq := f.job.MCP, f.seq
 	t.ReplyKey = func() string { return fmt.Sprintf("%d:%d:%d", c.Turn, c.Attempt, seq.Add(1)) }
-	return f.ctx, t, nil
+	return f.ctx, t, func() { open.Add(-1) }, nil
 }
 
 // Report accepts the lease holder's outcome, once, and frees the lease.

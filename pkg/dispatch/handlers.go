@@ -65,6 +65,8 @@ func apiErr(err error) error {
 		return fmt.Errorf("%w: %w", err, service.ErrConflict)
 	case errors.Is(err, ErrNotHolder):
 		return fmt.Errorf("%w: %w", err, service.ErrDenied)
+	case errors.Is(err, ErrTooManySessions):
+		return fmt.Errorf("%w: %w", err, service.ErrUnavailable)
 	}
 	return err
 }
@@ -115,10 +117,11 @@ func (d *Dispatcher) handleMCP(w http.ResponseWriter, r *http.Request) error {
 	if err := json.Unmarshal([]byte(r.Header.Get(ClaimHeader)), &c); err != nil {
 		return fmt.Errorf("tool session: header %s: %v: %w", ClaimHeader, err, service.ErrInvalid)
 	}
-	ctx, t, err := d.session(r.Context(), runner, c)
+	ctx, t, release, err := d.session(r.Context(), runner, c)
 	if err != nil {
 		return apiErr(err)
 	}
+	defer release()
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return err

@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
 
@@ -118,5 +122,57 @@ func TestLostLeaseStopsTheTurn(t *testing.T) {
 	defer mu.Unlock()
 	if len(ran) != 2 {
 		t.Fatalf("runs %v, want the stopped one and the re-run", ran)
+	}
+}
+
+// sessionHog is a guest that opens tool session after tool session through its
+// runner and holds them all.
+type sessionHog struct {
+	opened chan net.Conn
+}
+
+func (h sessionHog) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
+	for range gated.MaxSessions + 4 {
+		guestEnd, hostEnd := net.Pipe()
+		go j.MCPConn(hostEnd)
+		h.opened <- guestEnd
+	}
+	<-ctx.Done()
+	return turn.Result{}, ctx.Err()
+}
+
+// A guest on a runner host holds as many tool sessions on the control plane as
+// one on the control plane's own socket: gated.MaxSessions. The ones past it
+// are closed, not served.
+func TestToolSessionsPerTurnAreBounded(t *testing.T) {
+	p := newPlane(t, true, 3*time.Second, nil, nil, "acme")
+	hog := sessionHog{opened: make(chan net.Conn, gated.MaxSessions+4)}
+	p.runner(t, "r1", nil, hog)
+	p.post(t, "acme", "x")
+	var conns []net.Conn
+	for range gated.MaxSessions + 4 {
+		select {
+		case c := <-hog.opened:
+			conns = append(conns, c)
+		case <-time.After(time.Minute):
+			t.Fatalf("the turn opened %d sessions, want %d", len(conns), gated.MaxSessions+4)
+		}
+	}
+	// A served session waits for the client's first message; a refused one ends.
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) {
+				closed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := closed.Load(); n != 4 {
+		t.Fatalf("%d of %d tool sessions were refused, want the 4 past %d", n, len(conns), gated.MaxSessions)
 	}
 }
