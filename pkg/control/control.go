@@ -56,16 +56,17 @@ func yamuxConfig() *yamux.Config {
 	c.EnableKeepAlive = false // the guest may be paused (TCG, snapshot); liveness comes from QEMU
 	c.ConnectionWriteTimeout = 30 * time.Second
 	c.MaxStreamWindowSize = 1 << 20
-	// A stream one side closed that the other keeps open still holds what the other
-	// sends into its window; it is reset after this, not the default 5 minutes.
-	c.StreamCloseTimeout = time.Minute
 	return c
 }
 
 // Client starts the host side of a session on rw, the side that must hold against a
 // hostile peer.
 func Client(rw io.ReadWriteCloser) (*yamux.Session, error) {
-	s, err := yamux.Client(dropPings(rw), yamuxConfig())
+	c := yamuxConfig()
+	// A stream the host closed that the guest keeps open still holds what the guest
+	// sends into its window; it is reset after this, not the default 5 minutes.
+	c.StreamCloseTimeout = time.Minute
+	s, err := yamux.Client(dropPings(rw), c)
 	if err != nil {
 		return nil, fmt.Errorf("control: client session: %w", err)
 	}
