@@ -51,7 +51,14 @@ func newFolderCmd(a *app) *cobra.Command {
 			}),
 	}
 	rm := &cobra.Command{
-		Use: "rm PATH", Short: "Remove a folder without children (its directory stays on disk)", Args: cobra.ExactArgs(1),
+		Use: "rm PATH", Short: "Remove a folder without children; its home is moved aside",
+		Long: `Remove a folder that has no children, with its grants, secrets, network
+rules and sessions, and the routes and engagements that send chats to it or
+below it. Its home is kept, moved to <data>/homes/#removed/<name>-<unix nanos>
+where no folder's guest gets it, so a folder later added under the same name
+starts with an empty home and no chats. Homes on runner hosts stay where they
+are: remove them there.`,
+		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			return s.RemoveFolder(ctx, args[0])
 		}),

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ErrInvalidName is wrapped by every name validation failure.
@@ -261,4 +262,40 @@ func EnsureHome(dataDir, name string) (string, error) {
 		}
 	}
 	return p, nil
+}
+
+// RemovedHomes is the directory, inside the homes root, holding the homes
+// of removed folders. '#' never occurs in a HomeName, so no folder's Home is
+// this directory or lies inside it.
+const RemovedHomes = "#removed"
+
+// RetireHome moves a removed folder's home to
+// <data>/homes/#removed/<HomeName>-<unix nanos> (mode 0700, the daemon's
+// own), so a folder later created under the same name starts with an empty
+// home and no guest is given the old one. It returns where the home went,
+// "" when the folder had none. The move stays inside the homes root, so it
+// is a rename on the same file system even when the homes are on shared
+// storage.
+func RetireHome(dataDir, name string, now time.Time) (string, error) {
+	p, err := Home(dataDir, name)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("folder %q: home: %w", name, err)
+	}
+	dir := filepath.Join(filepath.Dir(p), RemovedHomes)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("folder %q: %w", name, err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+		return "", fmt.Errorf("folder %q: %s is not a plain directory: %w", name, dir, ErrEscape)
+	}
+	dst := filepath.Join(dir, fmt.Sprintf("%s-%d", HomeName(name), now.UnixNano()))
+	if err := os.Rename(p, dst); err != nil {
+		return "", fmt.Errorf("folder %q: moving its home aside: %w", name, err)
+	}
+	return dst, nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidate(t *testing.T) {
@@ -209,5 +210,48 @@ func TestHomeSymlinkRefused(t *testing.T) {
 	}
 	if _, err := Home(data, "../x"); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("Home(../x) = %v", err)
+	}
+}
+
+// A removed folder's home goes where no folder's home can be, so a folder
+// re-created under its name starts empty and no guest is given the old files.
+func TestRetireHome(t *testing.T) {
+	data := t.TempDir()
+	if p, err := RetireHome(data, "users/alice", time.Unix(0, 1)); err != nil || p != "" {
+		t.Fatalf("retiring a home never made: %q %v", p, err)
+	}
+	home, err := EnsureHome(data, "users/alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "memory.md"), []byte("old tenant"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := RetireHome(data, "users/alice", time.Unix(0, 42))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(HomesRoot(data), RemovedHomes, "users%2Falice-42")
+	if moved != want {
+		t.Fatalf("moved to %s, want %s", moved, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(moved, "memory.md")); err != nil || string(b) != "old tenant" {
+		t.Fatalf("moved home lost its file: %q %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(moved)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("removed homes dir: %v %v", fi, err)
+	}
+	again, err := EnsureHome(data, "users/alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(again); len(ents) != 0 {
+		t.Fatalf("re-created home holds %v", ents)
+	}
+	// No valid name, however long, has a home that is the removed homes dir.
+	for _, name := range []string{RemovedHomes, "#removed", ".removed", strings.Repeat("a/", 15) + strings.Repeat("b", 64)} {
+		if p, err := Home(data, name); err == nil && (strings.Contains(HomeName(name), "#") || filepath.Base(p) == RemovedHomes) {
+			t.Errorf("folder %q has home %s", name, p)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
@@ -62,8 +64,11 @@ func (l *Local) ListFolders(ctx context.Context) ([]store.Folder, error) {
 	return l.st.ListFolders(ctx)
 }
 
-// RemoveFolder deletes a childless folder's row; its directory stays on disk
-// (it is the tenant's data) and is reported in the log.
+// RemoveFolder deletes a childless folder's row with what belongs to it:
+// grants, secrets, and the routes and engagements sending chats to it or
+// below it. Its home is moved aside (folder.RetireHome; it is the tenant's
+// data, reported in the log), so a folder re-created under the same name
+// starts with no files and no chats of the old tenant.
 func (l *Local) RemoveFolder(ctx context.Context, path string) error {
 	if err := folder.Validate(path); err != nil {
 		return err
@@ -75,6 +80,15 @@ func (l *Local) RemoveFolder(ctx context.Context, path string) error {
 		return err
 	}
 	l.invalidate()
+	moved, err := folder.RetireHome(l.opts.DataDir, path, time.Now())
+	if err != nil {
+		slog.ErrorContext(ctx, "folder removed, home not moved aside", "folder", path, "err", err)
+		return fmt.Errorf("folder %s removed, but its home was not moved aside; move it out of %s before adding a folder of that name: %w",
+			path, folder.HomesRoot(l.opts.DataDir), err)
+	}
+	if moved != "" {
+		slog.InfoContext(ctx, "folder removed; home moved aside", "folder", path, "home", moved)
+	}
 	return nil
 }
 

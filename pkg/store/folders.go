@@ -89,7 +89,8 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 }
 
 // DeleteFolder removes a folder that has no children, with its grants,
-// membership edges, secrets, network rules, sessions and observers.
+// membership edges, secrets, network rules, sessions and observers, and
+// the routes and engagements that send chats to it or below it.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 	return s.tx(ctx, func(tx conn) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
@@ -114,7 +115,20 @@ func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope_kind = 'folder' AND scope_id = ?`, path)
-		return err
+		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope_kind = 'folder' AND scope_id = ?`, path); err != nil {
+			return err
+		}
+		// Nor its chats: a route's target is folder[#topic], so the folder's
+		// routes are the target path itself, path#… ('$' follows '#') and
+		// path/… (a {sender} template below it included).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM routes WHERE target = ? OR (target >= ? AND target < ?) OR (target >= ? AND target < ?)`,
+			path, path+"#", path+"$", path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: routes: %w", path, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE chats SET engaged_folder = '', engaged_topic = '', engaged_at = 0
+			WHERE engaged_folder = ? OR (engaged_folder >= ? AND engaged_folder < ?)`, path, path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: engagements: %w", path, err)
+		}
+		return nil
 	})
 }

@@ -246,3 +246,61 @@ func TestRoutesAndGrants(t *testing.T) {
 		}
 	})
 }
+
+// A folder re-created under a removed one's name must not receive the old
+// tenant's chats, so deleting a folder takes the routes and engagements that
+// reach it or below it, and no others whose names merely share its prefix.
+func TestDeleteFolderTakesItsRoutesAndEngagements(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		for _, f := range []struct{ path, parent string }{{"users", ""}, {"users/alice", "users"}, {"users/alice2", "users"}, {"users/alice-x", "users"}} {
+			if err := s.InsertFolder(ctx, Folder{Path: f.path}, f.parent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gone := []string{"users/alice", "users/alice#work", "users/alice/{sender}", "users/alice/bot#observe"}
+		kept := []string{"users", "users/{sender}", "users/alice2", "users/alice-x#work", "users/alice2/{sender}"}
+		for i, target := range append(append([]string{}, gone...), kept...) {
+			if _, err := s.InsertRoute(ctx, router.Route{Seq: i, Match: "chat_jid=tg:" + target, Target: target}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		engaged := map[string]string{"tg:1": "users/alice", "tg:2": "users/alice/bot", "tg:3": "users/alice2", "tg:4": "users"}
+		for jid, f := range engaged {
+			if _, _, err := s.PutMessage(ctx, Message{ChatJID: jid, Platform: "tg", Text: "hi", Folder: f}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetEngagement(ctx, jid, f, "t", 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.DeleteFolder(ctx, "users/alice"); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := s.ListRoutes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rs {
+			got = append(got, r.Target)
+		}
+		if !reflect.DeepEqual(got, kept) {
+			t.Fatalf("routes left %v, want %v", got, kept)
+		}
+		for jid, f := range engaged {
+			c, err := s.GetChat(ctx, jid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := f
+			if f == "users/alice" || f == "users/alice/bot" {
+				want = ""
+			}
+			if c.EngagedFolder != want || (want == "" && (c.EngagedTopic != "" || c.EngagedAt != 0)) {
+				t.Errorf("chat %s engaged with %q topic %q at %d, want %q", jid, c.EngagedFolder, c.EngagedTopic, c.EngagedAt, want)
+			}
+		}
+	})
+}
