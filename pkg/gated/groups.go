@@ -68,8 +68,8 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err := validChat(in.ChatJID); err != nil {
 				return "", err
 			}
-			if strings.ContainsAny(in.ChatJID, "*?[] \t") {
-				return "", fmt.Errorf("chat_jid %q: glob characters and spaces are not allowed here: %w", in.ChatJID, ErrInvalid)
+			if strings.ContainsAny(in.ChatJID, "*?[]") {
+				return "", fmt.Errorf("chat_jid %q: glob characters are not allowed here: %w", in.ChatJID, ErrInvalid)
 			}
 			if err := h.check(ctx, "register_group", in.Folder); err != nil {
 				return "", err

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -141,6 +143,55 @@ func TestRegisterGroupRefusesForeignChat(t *testing.T) {
 	f.denied(t, "folder:acme", "mcp:register_group", "slack:G1")
 	if in := f.post(t, "slack:G1", "still mine?"); in.Route.Folder != "globex" {
 		t.Fatalf("globex's chat now reaches %+v", in.Route)
+	}
+}
+
+// routeCount is how many routes the table holds.
+func (f *fixture) routeCount(t *testing.T) int {
+	t.Helper()
+	rs, err := f.st.ListRoutes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(rs)
+}
+
+// Ownership is checked on the chat_jid as given, and a route's match is
+// split on spaces, so a jid with a space or control character would be
+// checked as an unseen chat and then stored as globex's: every tool taking a
+// chat_jid refuses one.
+func TestChatJIDWithSpaceOrControlRefused(t *testing.T) {
+	f := tenants(t)
+	if _, err := f.l.AddRoute(f.ctx, router.Route{Seq: 1000, Match: "platform=slack", Target: "globex"}); err != nil {
+		t.Fatal(err)
+	}
+	f.post(t, "slack:G5", "hello")
+	f.grant(t, "folder:acme", "mcp:*", "acme/**", acl.Allow)
+	f.grant(t, "folder:acme/ops", "mcp:escalate_group", "acme", acl.Allow)
+	acme := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1"})
+	ops := f.connect(t, Turn{Folder: "acme/ops", TurnID: 2, ChatJID: "slack:O1"})
+	routes := f.routeCount(t)
+	for _, jid := range []string{"slack:G5\n", "slack:G5 ", "\tslack:G5", "slack:G5\x00", "slack:G5\u00a0", "slack:G5\u2028", "slack:G=5", "slack:G5\r"} {
+		for _, c := range []struct {
+			cs   *mcp.ClientSession
+			tool string
+			args map[string]any
+		}{
+			{acme, "register_group", map[string]any{"folder": "acme/grab", "chat_jid": jid}},
+			{acme, "send", map[string]any{"chat_jid": jid, "text": "x"}},
+			{acme, "delegate_group", map[string]any{"folder": "acme/ops", "prompt": "x", "chat_jid": jid}},
+			{ops, "escalate_group", map[string]any{"prompt": "x", "chat_jid": jid}},
+		} {
+			if text, isErr := call(t, c.cs, c.tool, c.args); !isErr || !strings.Contains(text, "chat_jid") {
+				t.Errorf("%s with chat_jid %q: isErr=%v %q", c.tool, jid, isErr, text)
+			}
+		}
+	}
+	if n := f.routeCount(t); n != routes {
+		t.Fatalf("refused calls left %d routes, want %d", n, routes)
+	}
+	if in := f.post(t, "slack:G5", "my invoice?"); in.Route.Folder != "globex" {
+		t.Fatalf("globex's chat reaches %+v", in.Route)
 	}
 }
 

@@ -100,12 +100,10 @@ func validText(field, s string) error {
 	return nil
 }
 
-func validChat(jid string) error {
-	if jid == "" || len(jid) > 256 {
-		return fmt.Errorf("chat_jid %q: want 1..256 bytes: %w", jid, ErrInvalid)
-	}
-	return nil
-}
+// validChat is the one check of a chat_jid argument (service.ValidChatJID):
+// no space, control character or '=' can make the chat a route is written
+// for differ from the chat its ownership was checked on.
+func validChat(jid string) error { return service.ValidChatJID(jid) }
 
 func (h *handler) register(srv *mcp.Server) {
 	h.registerMessaging(srv)

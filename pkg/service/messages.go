@@ -16,15 +16,17 @@ import (
 const MaxText = 64 << 10
 
 func (in MessageIn) validate() error {
-	switch {
-	case in.ChatJID == "":
+	if in.ChatJID == "" {
 		return invalid("chat_jid is required")
-	case len(in.ChatJID) > 256:
-		return invalid("chat_jid is %d bytes, the limit is 256", len(in.ChatJID))
+	}
+	if err := ValidChatJID(in.ChatJID); err != nil {
+		return err
+	}
+	switch {
 	case len(in.Text) > MaxText:
 		return invalid("text is %d bytes, the limit is %d", len(in.Text), MaxText)
-	case !utf8.ValidString(in.Text) || !utf8.ValidString(in.ChatJID) || !utf8.ValidString(in.Sender):
-		return invalid("text, chat_jid and sender must be UTF-8")
+	case !utf8.ValidString(in.Text) || !utf8.ValidString(in.Sender):
+		return invalid("text and sender must be UTF-8")
 	}
 	for _, f := range []string{in.Sender, in.Platform, in.Room, in.PlatformID, in.ReplyTo, in.Verb, in.Adapter} {
 		if len(f) > 256 {

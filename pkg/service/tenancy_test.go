@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,5 +57,24 @@ func TestRecreatedFolderGetsNothingOfTheOldTenant(t *testing.T) {
 	}
 	if c, _ := l.Store().GetChat(ctx, "tg:dm:alice"); c.EngagedFolder != "" {
 		t.Errorf("the old tenant's chat is still engaged with %q", c.EngagedFolder)
+	}
+}
+
+// A chat jid with a space or control character is a different chat from the
+// one a route written for it matches, so no endpoint takes one.
+func TestChatJIDWithSpaceOrControlRefused(t *testing.T) {
+	l, ctx := newLocal(t, nil)
+	for _, jid := range []string{"slack:G1\n", "slack:G1 ", "\tslack:G1", "slack:G\x001", "slack:G1\u00a0", "slack:G1\u2028", "slack:G=1", "slack:G1\x7f"} {
+		if err := ValidChatJID(jid); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidChatJID(%q) = %v", jid, err)
+		}
+		if _, err := l.PostMessage(ctx, MessageIn{ChatJID: jid, Platform: "slack", Text: "hi"}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("PostMessage(%q) = %v", jid, err)
+		}
+	}
+	for _, jid := range []string{"slack:G1", "tg:dm:42", "mail:a@b.example", "irc:#chan", "web:corp/eng#x", "matrix:!room:example.org"} {
+		if err := ValidChatJID(jid); err != nil {
+			t.Errorf("ValidChatJID(%q) = %v", jid, err)
+		}
 	}
 }
