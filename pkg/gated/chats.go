@@ -11,6 +11,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -47,7 +48,7 @@ func (h *handler) mayChat(ctx context.Context, how, chat string) error {
 
 // chatFolder is the folder the route table sends chat to, engagements
 // ignored: it resolves the chat's newest inbound message, or, for a chat
-// never seen, a message carrying only its jid.
+// never seen, a message carrying its jid and the platform the jid names.
 func (h *handler) chatFolder(ctx context.Context, chat string) (string, string, error) {
 	rs, err := h.s.o.Store.ListRoutes(ctx)
 	if err != nil {
@@ -58,6 +59,7 @@ func (h *handler) chatFolder(ctx context.Context, chat string) (string, string, 
 		return "", "", err
 	}
 	msg := router.Msg{ChatJID: chat}
+	msg.Platform, _, _ = strings.Cut(chat, ":")
 	last, err := h.s.o.Store.LastInbound(ctx, chat)
 	switch {
 	case err == nil:
@@ -100,14 +102,16 @@ func (h *handler) grantNames(ctx context.Context, chat string) (bool, error) {
 	return false, nil
 }
 
-// ownTenant refuses (and audits) a chat the route table sends to another
-// tenant than the turn's folder: a new route for it would take it over.
+// ownTenant refuses (and audits) a chat some route could send to another
+// tenant than the turn's folder's, for some sender or a room not yet seen
+// (service.ForeignClaim): a new route for it would take it over.
 func (h *handler) ownTenant(ctx context.Context, how, chat string) error {
-	routed, why, err := h.chatFolder(ctx, chat)
-	if err != nil || routed == "" || router.Tenant(routed) == router.Tenant(h.t.Folder) {
+	tenant := router.Tenant(h.t.Folder)
+	cl, foreign, err := service.ForeignClaim(ctx, h.s.o.Store, chat, tenant)
+	if err != nil || !foreign {
 		return err
 	}
-	d := acl.Decision{Principal: h.t.principal(), Action: "mcp:" + how, Scope: chat,
-		Reason: fmt.Sprintf("chat %s %s, another tenant than %s", chat, why, router.Tenant(h.t.Folder))}
+	h.s.o.Log.Info("gated deny", "folder", h.t.Folder, "tool", how, "chat", chat, "route", cl.RouteID)
+	d := acl.Decision{Principal: h.t.principal(), Action: "mcp:" + how, Scope: chat, Reason: service.ClaimReason(chat, cl, tenant)}
 	return h.s.o.Gate.Refuse(ctx, d)
 }

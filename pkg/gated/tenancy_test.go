@@ -156,6 +156,38 @@ func (f *fixture) routeCount(t *testing.T) int {
 	return len(rs)
 }
 
+// A chat that has not spoken yet has no message to resolve, so "platform"
+// and "sender" are unknown; a route of another tenant that holds for the
+// platform its jid names, or for some sender, still makes the chat that
+// tenant's, and register_group may not take it before its first message.
+func TestRegisterGroupCannotClaimUnseenChatOfAnotherTenant(t *testing.T) {
+	f := tenants(t)
+	for _, r := range []router.Route{
+		{Seq: 1000, Match: "platform=slack", Target: "globex"},
+		{Seq: 20, Match: "chat_jid=tg:boss sender=ceo", Target: "globex"},
+	} {
+		if _, err := f.l.AddRoute(f.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.grant(t, "folder:acme", "mcp:register_group", "acme/**", acl.Allow)
+	cs := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1"})
+	for _, chat := range []string{"slack:G9", "tg:boss"} {
+		text, isErr := call(t, cs, "register_group", map[string]any{"folder": "acme/grab", "chat_jid": chat})
+		if !isErr || !strings.Contains(text, "permission denied") || !strings.Contains(text, "globex") {
+			t.Fatalf("register_group over globex's unseen chat %s: isErr=%v %q", chat, isErr, text)
+		}
+		f.denied(t, "folder:acme", "mcp:register_group", chat)
+	}
+	if in := f.post(t, "slack:G9", "first message"); in.Route.Folder != "globex" {
+		t.Fatalf("globex's new chat reaches %+v", in.Route)
+	}
+	// A chat no route of another tenant can reach is still free to take.
+	if text, isErr := call(t, cs, "register_group", map[string]any{"folder": "acme/tg", "chat_jid": "tg:acme-new"}); isErr {
+		t.Fatalf("register_group over an unrouted chat: %s", text)
+	}
+}
+
 // Ownership is checked on the chat_jid as given, and a route's match is
 // split on spaces, so a jid with a space or control character would be
 // checked as an unseen chat and then stored as globex's: every tool taking a
