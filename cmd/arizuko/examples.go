@@ -37,7 +37,7 @@ arizuko folder budget demo default`,
 	"arizuko route": `arizuko route add --seq 10 --match 'platform=term' --target demo
 arizuko route ls`,
 	"arizuko route add": `arizuko route add --seq 10 --match 'platform=term' --target demo
-arizuko route add --seq 20 --match 'platform=slack chat=C0123*' --target corp/eng#support`,
+arizuko route add --seq 20 --match 'platform=slack chat_jid=slack:C0123*' --target corp/eng#support`,
 	"arizuko route ls": `arizuko route ls`,
 	"arizuko route rm": `arizuko route rm 3`,
 	"arizuko grant": `arizuko grant add folder:demo inject:ANTHROPIC_API_KEY@api.anthropic.com demo

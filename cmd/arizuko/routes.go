@@ -16,7 +16,16 @@ func newRouteCmd(a *app) *cobra.Command {
 	radd := &cobra.Command{
 		Use:   "add --seq N --match 'key=glob ...' --target folder[#topic]",
 		Short: "Add a route; the lowest seq whose match holds wins",
-		Args:  cobra.NoArgs,
+		Long: `Add a route; the lowest seq whose match holds wins (ties: the older route).
+
+Needs route:add on the target folder. A caller who holds route:add on part of
+the tree only (a tenant's admin, not an operator) adds a route for one chat:
+the match must carry a literal chat_jid=<jid> term (no * or ?), seq must be
+100 or more so the operator's routes keep precedence, and the chat must be one
+no route could send to another tenant (top-level folder) than the target's,
+for any sender or a room not yet seen. A chat jid never holds a space, a
+control character or '='.`,
+		Args: cobra.NoArgs,
 		RunE: a.run(func(ctx context.Context, s service.Service, _ []string) error {
 			out, err := s.AddRoute(ctx, r)
 			if err != nil || a.json {

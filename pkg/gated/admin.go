@@ -3,11 +3,13 @@ package gated
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -66,7 +68,9 @@ func (h *handler) registerNetwork(srv *mcp.Server) {
 		})
 }
 
-// registerRoutes adds the route tools; each is checked against the folder the route targets.
+// registerRoutes adds the route tools; each is checked against the folder the
+// route targets, and a route added is confined to one chat of the tenant
+// (confineRoute).
 func (h *handler) registerRoutes(srv *mcp.Server) {
 	add(srv, "list_routes", "List the routes that reach this folder or below it.", schema(),
 		func(ctx context.Context, _ struct{}) (string, error) {
@@ -85,7 +89,9 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			}
 			return jsonText(out)
 		})
-	add(srv, "add_route", "Add a route: match is space-separated key=glob terms, target is folder[#topic].",
+	add(srv, "add_route", "Add a route: match is space-separated key=glob terms, target is folder[#topic]. "+
+		"Unless the folder holds add_route on the whole tree, the match names one chat of its tenant "+
+		"(a literal chat_jid=<jid> term) and seq is at least "+strconv.Itoa(service.TenantRouteSeq)+".",
 		schema("seq:integer", "match:string", "target:string"),
 		func(ctx context.Context, in routeIn) (string, error) {
 			r := router.Route{Seq: in.Seq, Match: in.Match, Target: in.Target}
@@ -94,6 +100,9 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			}
 			t, _ := router.ParseTarget(in.Target)
 			if err := h.check(ctx, "add_route", t.Folder); err != nil {
+				return "", err
+			}
+			if err := h.confineRoute(ctx, r); err != nil {
 				return "", err
 			}
 			out, err := h.s.o.Control.AddRoute(admin(ctx), r)
@@ -120,4 +129,22 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			}
 			return fmt.Sprintf("route %d deleted", in.ID), nil
 		})
+}
+
+// confineRoute keeps a route the folder adds without holding add_route on
+// the whole tree to one chat of its own tenant, at a seq no lower than the
+// operator's routes leave to tenants (service.TenantRoute, ownTenant).
+func (h *handler) confineRoute(ctx context.Context, r router.Route) error {
+	p, err := h.s.o.Gate.Policy(ctx)
+	if err != nil {
+		return fmt.Errorf("acl: load policy: %w", err)
+	}
+	if p.Decide(h.t.principal(), "mcp:add_route", "").Allow {
+		return nil
+	}
+	chat, err := service.TenantRoute(r)
+	if err != nil {
+		return err
+	}
+	return h.ownTenant(ctx, "add_route", chat)
 }

@@ -13,7 +13,9 @@
 // readable error and audited. Only a reply to the chat of a message routed to
 // the folder sets the chat's engagement, and the router never lets an
 // engagement carry a chat into another tenant (top-level folder) than its
-// route names; register_group refuses a chat routed to another tenant.
+// route names. register_group and add_route refuse a chat some route could
+// send to another tenant, and a folder without add_route on the whole tree
+// adds only a route naming one chat (chat_jid=<jid>) at seq 100 or more.
 package gated
 
 import (

@@ -252,10 +252,10 @@ func TestObserveAndNetworkAndRoutes(t *testing.T) {
 	if !slices.Contains(eff, "api.example.com") {
 		t.Fatalf("child allowlist %v", eff)
 	}
-	if text, isErr := call(t, cs, "add_route", map[string]any{"seq": 5, "match": "platform=tg", "target": "corp/eng"}); isErr {
+	if text, isErr := call(t, cs, "add_route", map[string]any{"seq": RegisterSeq, "match": "chat_jid=tg:2", "target": "corp/eng"}); isErr {
 		t.Fatal(text)
 	}
-	if _, isErr := call(t, cs, "add_route", map[string]any{"seq": 5, "match": "platform=tg", "target": "hr"}); !isErr {
+	if _, isErr := call(t, cs, "add_route", map[string]any{"seq": RegisterSeq, "match": "chat_jid=tg:3", "target": "hr"}); !isErr {
 		t.Fatal("route to a folder outside the grant was allowed")
 	}
 	text, isErr := call(t, cs, "list_routes", nil)

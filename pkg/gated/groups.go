@@ -13,6 +13,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -30,8 +31,9 @@ type forkIn struct {
 	Child  string `json:"child"`
 }
 
-// RegisterSeq is the route seq register_group gives a new child's route.
-const RegisterSeq = 100
+// RegisterSeq is the route seq register_group gives a new child's route:
+// the lowest a tenant's route may have, so the operator's routes keep precedence.
+const RegisterSeq = service.TenantRouteSeq
 
 func (h *handler) registerGroups(srv *mcp.Server) {
 	add(srv, "observe_group", "Include another folder's recent messages in this folder's prompts.", schema("source:string"),

@@ -156,6 +156,67 @@ func (f *fixture) routeCount(t *testing.T) int {
 	return len(rs)
 }
 
+// add_route is checked on the route's target, which is acme's own folder, so
+// without more acme could route globex's chat (by name, by glob or with a
+// catch-all) to itself ahead of globex's route, and then write into it.
+func TestAddRouteCannotTakeAnotherTenantsChat(t *testing.T) {
+	f := tenants(t)
+	f.grant(t, "folder:acme", "mcp:add_route", "acme/**", acl.Allow)
+	cs := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1"})
+	routes := f.routeCount(t)
+	for _, tc := range []struct {
+		seq         int
+		match, says string
+	}{
+		{-1000, "chat_jid=slack:G1", "seq 100 or more"},
+		{RegisterSeq, "chat_jid=slack:G1", "permission denied"},
+		{-1000, "", "literal chat_jid=<jid> term"},
+		{RegisterSeq, "platform=slack", "literal chat_jid=<jid> term"},
+		{RegisterSeq, "chat_jid=slack:G?", "literal chat_jid=<jid> term"},
+		{RegisterSeq, "chat_jid=slack:* sender=u-slack:G1", "literal chat_jid=<jid> term"},
+	} {
+		text, isErr := call(t, cs, "add_route", map[string]any{"seq": tc.seq, "match": tc.match, "target": "acme"})
+		if !isErr || !strings.Contains(text, tc.says) {
+			t.Errorf("add_route seq %d match %q: isErr=%v %q, want a refusal saying %q", tc.seq, tc.match, isErr, text, tc.says)
+		}
+	}
+	f.denied(t, "folder:acme", "mcp:add_route", "slack:G1")
+	if n := f.routeCount(t); n != routes {
+		t.Fatalf("refused calls left %d routes, want %d", n, routes)
+	}
+	if text, isErr := call(t, cs, "send", map[string]any{"chat_jid": "slack:G1", "text": "reset your password at evil.test"}); !isErr {
+		t.Fatalf("send into globex's chat: %q", text)
+	}
+	if in := f.post(t, "slack:G1", "my invoice?"); in.Route.Folder != "globex" {
+		t.Fatalf("globex's user now reaches %+v", in.Route)
+	}
+}
+
+// What add_route still does for a tenant: a route for a chat of its own, or
+// one no tenant routes yet, at a seq the operator leaves to tenants; a
+// folder holding add_route on the whole tree adds any route.
+func TestAddRouteWithinTenant(t *testing.T) {
+	f := tenants(t)
+	f.grant(t, "folder:acme", "mcp:add_route", "acme/**", acl.Allow)
+	cs := f.connect(t, Turn{Folder: "acme", TurnID: 1, ChatJID: "slack:A1"})
+	for _, chat := range []string{"slack:A1", "slack:A2"} {
+		if text, isErr := call(t, cs, "add_route", map[string]any{"seq": RegisterSeq, "match": "chat_jid=" + chat, "target": "acme/ops"}); isErr {
+			t.Fatalf("acme routing %s: %s", chat, text)
+		}
+	}
+	if text, isErr := call(t, cs, "add_route", map[string]any{"seq": RegisterSeq - 1, "match": "chat_jid=slack:A3", "target": "acme"}); !isErr || !strings.Contains(text, "seq 100 or more") {
+		t.Fatalf("a seq below the tenants' floor: isErr=%v %q", isErr, text)
+	}
+	if in := f.post(t, "slack:A2", "hi"); in.Route.Folder != "acme/ops" {
+		t.Fatalf("acme's new chat reaches %+v", in.Route)
+	}
+	f.grant(t, "folder:globex", "mcp:add_route", "**", acl.Allow)
+	op := f.connect(t, Turn{Folder: "globex", TurnID: 2, ChatJID: "slack:G1"})
+	if text, isErr := call(t, op, "add_route", map[string]any{"seq": 5000, "match": "", "target": "globex"}); isErr {
+		t.Fatalf("a folder holding add_route on the whole tree: %s", text)
+	}
+}
+
 // A chat that has not spoken yet has no message to resolve, so "platform"
 // and "sender" are unknown; a route of another tenant that holds for the
 // platform its jid names, or for some sender, still makes the chat that
@@ -218,6 +279,9 @@ func TestChatJIDWithSpaceOrControlRefused(t *testing.T) {
 				t.Errorf("%s with chat_jid %q: isErr=%v %q", c.tool, jid, isErr, text)
 			}
 		}
+	}
+	if text, isErr := call(t, acme, "add_route", map[string]any{"seq": RegisterSeq, "match": "chat_jid=slack:G5\x00", "target": "acme"}); !isErr || !strings.Contains(text, "control characters") {
+		t.Errorf("add_route for a jid with NUL: isErr=%v %q", isErr, text)
 	}
 	if n := f.routeCount(t); n != routes {
 		t.Fatalf("refused calls left %d routes, want %d", n, routes)

@@ -152,9 +152,9 @@ var toolRows = map[string]toolRow{
 		}},
 	"add_route": {"corp", "corp/eng",
 		func(*testing.T, *toolEnv) map[string]any {
-			return map[string]any{"seq": 5, "match": "platform=irc", "target": "corp/eng"}
+			return map[string]any{"seq": RegisterSeq, "match": "chat_jid=irc:eng", "target": "corp/eng"}
 		},
-		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "platform=irc", "corp/eng", true) }},
+		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "chat_jid=irc:eng", "corp/eng", true) }},
 	"delete_route": {"corp", "corp/eng",
 		func(t *testing.T, e *toolEnv) map[string]any {
 			return map[string]any{"id": addRoute(t, e, "platform=irc", "corp/eng")}

@@ -8,9 +8,15 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
+
+// TenantRouteSeq is the lowest seq of a route added by a caller who may add
+// routes on part of the tree only (a tenant, register_group): the operator's
+// routes, below it, keep precedence.
+const TenantRouteSeq = 100
 
 // ValidChatJID accepts a chat jid of 1..256 bytes of UTF-8 without spaces,
 // control characters (NUL included) or '='. A route's match is split on
@@ -88,4 +94,57 @@ func ClaimReason(chat string, cl router.Claim, tenant string) string {
 	}
 	return fmt.Sprintf("chat %s may route to %s by route %d (seq %d, match %q), another tenant than %s",
 		chat, cl.Folder, cl.RouteID, cl.Seq, cl.Match, tenant)
+}
+
+// TenantRoute checks the shape of a route added by a caller who may add
+// routes on part of the tree only, and returns the one chat it names. The
+// route must carry a literal chat_jid=<jid> term, so it takes no chat but
+// that one, and a seq of at least TenantRouteSeq, so it outranks no operator
+// route. Whether the chat is the caller's is ForeignClaim's question.
+func TenantRoute(r router.Route) (string, error) {
+	m, err := router.ParseMatch(r.Match)
+	if err != nil {
+		return "", err
+	}
+	chat, ok := m.Literal("chat_jid")
+	if !ok {
+		return "", invalid("route match %q: a tenant's route must name its one chat with a literal chat_jid=<jid> term (no * or ?), e.g. %q; wider routes are an operator's (route:add on the whole tree)",
+			r.Match, "chat_jid=slack:C123")
+	}
+	if err := ValidChatJID(chat); err != nil {
+		return "", err
+	}
+	if r.Seq < TenantRouteSeq {
+		return "", invalid("route seq %d: a tenant's route needs seq %d or more, so the operator's routes keep precedence; use seq %d", r.Seq, TenantRouteSeq, TenantRouteSeq)
+	}
+	return chat, nil
+}
+
+// holdsTree reports, without auditing, whether the caller may perform action
+// on the whole tree (an operator).
+func (l *Local) holdsTree(ctx context.Context, action string) (bool, error) {
+	p, err := l.loadPolicy(ctx)
+	if err != nil {
+		return false, err
+	}
+	return p.Decide(l.principal(ctx), action, "").Allow, nil
+}
+
+// confineRoute keeps a route added by a caller who holds route:add on part
+// of the tree only to one chat no other tenant than the target's owns.
+func (l *Local) confineRoute(ctx context.Context, r router.Route) error {
+	op, err := l.holdsTree(ctx, "route:add")
+	if err != nil || op {
+		return err
+	}
+	chat, err := TenantRoute(r)
+	if err != nil {
+		return err
+	}
+	tenant := router.Tenant(routeScope(r.Target))
+	cl, foreign, err := ForeignClaim(ctx, l.st, chat, tenant)
+	if err != nil || !foreign {
+		return err
+	}
+	return l.gate.Refuse(ctx, acl.Decision{Principal: l.principal(ctx), Action: "route:add", Scope: chat, Reason: ClaimReason(chat, cl, tenant)})
 }

@@ -99,13 +99,19 @@ func routeScope(target string) string {
 	return strings.ReplaceAll(f, router.SenderVar, "*")
 }
 
-// AddRoute validates and stores a route; needs route:add on its target folder.
+// AddRoute validates and stores a route; needs route:add on its target
+// folder. A caller who does not hold route:add on the whole tree adds only a
+// route for one chat (a literal chat_jid term) that no other tenant than the
+// target's may route, at seq TenantRouteSeq or more (confineRoute).
 func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, error) {
 	r.Match = strings.Join(strings.Fields(r.Match), " ")
 	if err := r.Validate(); err != nil {
 		return r, err
 	}
 	if err := l.check(ctx, "route:add", routeScope(r.Target)); err != nil {
+		return r, err
+	}
+	if err := l.confineRoute(ctx, r); err != nil {
 		return r, err
 	}
 	if err := l.routeFits(ctx, r); err != nil {

@@ -147,14 +147,15 @@ func TestDelegationThroughService(t *testing.T) {
 		}
 	}
 	dev := WithPrincipal(context.Background(), "user:dev")
-	if _, err := l.AddRoute(dev, router.Route{Seq: 1, Target: "corp/eng#x"}); err != nil {
+	// A right on part of the tree adds a route for one chat at a tenant's seq.
+	if _, err := l.AddRoute(dev, router.Route{Seq: TenantRouteSeq, Match: "chat_jid=tg:1", Target: "corp/eng#x"}); err != nil {
 		t.Fatalf("delegated right: %v", err)
 	}
 	if _, err := l.AddRoute(dev, router.Route{Seq: 1, Target: "corp/sales"}); !errors.Is(err, acl.ErrDenied) {
 		t.Fatalf("outside delegated scope: %v", err)
 	}
 	// {sender} targets need a glob scope covering any sender.
-	if _, err := l.AddRoute(lead, router.Route{Target: "corp/eng/{sender}"}); err != nil {
+	if _, err := l.AddRoute(lead, router.Route{Seq: TenantRouteSeq, Match: "chat_jid=tg:2", Target: "corp/eng/{sender}"}); err != nil {
 		t.Fatalf("lead covers corp/eng/*: %v", err)
 	}
 	if _, err := l.AddRoute(dev, router.Route{Target: "corp/eng/{sender}"}); !errors.Is(err, acl.ErrDenied) {

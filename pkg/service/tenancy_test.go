@@ -1,15 +1,84 @@
 package service
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
+
+// acmeAdmin sets up tenants acme and globex, globex with a routed Slack
+// chat, and a user who holds route:add on acme's tree only.
+func acmeAdmin(t *testing.T) (*Local, context.Context, context.Context) {
+	t.Helper()
+	l, ctx := newLocal(t, nil)
+	mustFolders(t, l, ctx, "acme", "globex")
+	if _, err := l.AddRoute(ctx, router.Route{Seq: 10, Match: "platform=slack chat_jid=slack:G1", Target: "globex"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AddGrant(ctx, acl.Grant{Principal: "user:acme-admin", Action: "route:add", Scope: "acme/**", Effect: acl.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	return l, ctx, WithPrincipal(context.Background(), "user:acme-admin")
+}
+
+func resolveTo(t *testing.T, l *Local, ctx context.Context, chat string) string {
+	t.Helper()
+	res, err := l.Resolve(ctx, MessageIn{ChatJID: chat, Platform: "slack", Sender: "u", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Folder
+}
+
+// route:add on a tenant's tree is checked on the route's target, so without
+// more a tenant's admin could route every chat, or another tenant's chat by
+// name, to its own folder ahead of the operator's routes.
+func TestRouteAddOnOwnTargetCannotTakeAnotherTenantsChat(t *testing.T) {
+	l, ctx, acme := acmeAdmin(t)
+	for _, tc := range []struct {
+		r    router.Route
+		want error
+		says string
+	}{
+		{router.Route{Seq: -1, Match: "", Target: "acme"}, ErrInvalid, "chat_jid=<jid>"},
+		{router.Route{Seq: TenantRouteSeq, Match: "platform=slack", Target: "acme"}, ErrInvalid, "chat_jid=<jid>"},
+		{router.Route{Seq: TenantRouteSeq, Match: "chat_jid=slack:G*", Target: "acme"}, ErrInvalid, "no * or ?"},
+		{router.Route{Seq: -1, Match: "chat_jid=slack:G1", Target: "acme"}, ErrInvalid, "seq 100 or more"},
+		{router.Route{Seq: TenantRouteSeq, Match: "chat_jid=slack:G1", Target: "acme"}, acl.ErrDenied, "another tenant than acme"},
+		{router.Route{Seq: TenantRouteSeq, Match: "chat_jid=slack:G1\x00", Target: "acme"}, ErrInvalid, "control characters"},
+	} {
+		before := auditCount(t, l)
+		_, err := l.AddRoute(acme, tc.r)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("AddRoute(%+v) = %v, want %v saying %q", tc.r, err, tc.want, tc.says)
+		}
+		if tc.want == acl.ErrDenied && auditCount(t, l) != before+1 {
+			t.Errorf("AddRoute(%+v): refusal not audited", tc.r)
+		}
+	}
+	if f := resolveTo(t, l, ctx, "slack:G1"); f != "globex" {
+		t.Fatalf("globex's chat reaches %q", f)
+	}
+	// acme's admin still routes a chat no other tenant's route reaches, and
+	// the operator still adds any route.
+	if _, err := l.AddRoute(acme, router.Route{Seq: TenantRouteSeq, Match: "chat_jid=slack:A1", Target: "acme"}); err != nil {
+		t.Fatalf("acme's own chat: %v", err)
+	}
+	if _, err := l.AddRoute(ctx, router.Route{Seq: 1000, Match: "", Target: "acme"}); err != nil {
+		t.Fatalf("operator catch-all: %v", err)
+	}
+	if f := resolveTo(t, l, ctx, "slack:A1"); f != "acme" {
+		t.Fatalf("acme's chat reaches %q", f)
+	}
+}
 
 // DeleteFolder promises a folder re-created under the same name starts
 // clean: the old tenant's home (memory, session state) and its chats must
