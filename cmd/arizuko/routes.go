@@ -37,7 +37,7 @@ control character or '='.`,
 	}
 	radd.Flags().IntVar(&r.Seq, "seq", 100, "order: lower seq is tried first")
 	radd.Flags().StringVar(&r.Match, "match", "", "space-separated key=glob terms over platform, room, chat_jid, sender, verb (empty: all)")
-	radd.Flags().StringVar(&r.Target, "target", "", "folder[#topic]; #observe stores without a turn; {sender} expands to the sender")
+	radd.Flags().StringVar(&r.Target, "target", "", "folder[#topic]; #observe stores without a turn; {sender} expands to one folder per sender (readable part, then a hash)")
 	radd.MarkFlagRequired("target")
 	rls := &cobra.Command{
 		Use: "ls", Short: "List routes in resolution order", Args: cobra.NoArgs,

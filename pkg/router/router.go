@@ -122,13 +122,13 @@ func (t *Table) Resolve(msg Msg, eng *Engagement, now time.Time, ttl time.Durati
 			continue
 		}
 		if r.target.Topic == ObserveTopic {
-			f, err := r.target.Expand(msg.Sender)
+			f, err := r.target.Expand(msg.Platform, msg.Sender)
 			if err != nil {
 				return Result{How: Unrouted, RouteID: r.ID, Reason: fmt.Sprintf("route %d target: %v", r.ID, err)}
 			}
 			return Result{Folder: f, Observe: true, PerSender: r.target.perSender(), How: ByRoute, RouteID: r.ID, Reason: fmt.Sprintf("route %d (seq %d) observes into %s", r.ID, r.Seq, f)}
 		}
-		f, err := r.target.Expand(msg.Sender)
+		f, err := r.target.Expand(msg.Platform, msg.Sender)
 		if err != nil {
 			return Result{How: Unrouted, RouteID: r.ID, Reason: fmt.Sprintf("route %d target: %v", r.ID, err)}
 		}

@@ -1,8 +1,11 @@
 package router
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/folder"
 )
 
 func TestResolve(t *testing.T) {
@@ -42,9 +45,10 @@ func TestResolve(t *testing.T) {
 		{"glob", Msg{Platform: "tg", ChatJID: "tg:group:12"}, nil, 0, "corp/eng", "", false, ByRoute, 5},
 		{"topic target", Msg{Platform: "tg", ChatJID: "tg:dm:1", Verb: "join"}, nil, 0, "corp/lobby", "joins", false, ByRoute, 1},
 		{"observe lowest seq", Msg{Platform: "tg", Room: "audit-1", ChatJID: "tg:group:12"}, live, 0, "corp/audit", "", true, ByRoute, 3},
-		{"sender expansion", Msg{Platform: "tg", ChatJID: "tg:dm:1", Sender: "Alice.Smith"}, nil, 0, "users/alice-smith", "", false, ByRoute, 2},
-		{"sender sanitised traversal", Msg{Platform: "tg", ChatJID: "tg:dm:1", Sender: "../../etc/passwd"}, nil, 0, "users/etc-passwd", "", false, ByRoute, 2},
-		{"sender empty", Msg{Platform: "irc", ChatJID: "irc:1", Sender: "///"}, nil, 0, "users/anon", "", false, ByRoute, 7},
+		// Per-sender names are pinned: a changed mapping would move every user to a new, empty folder.
+		{"sender expansion", Msg{Platform: "tg", ChatJID: "tg:dm:1", Sender: "Alice.Smith"}, nil, 0, "users/alice-smith-ece7781206f31b6c", "", false, ByRoute, 2},
+		{"sender sanitised traversal", Msg{Platform: "tg", ChatJID: "tg:dm:1", Sender: "../../etc/passwd"}, nil, 0, "users/etc-passwd-f741cd69d0b845cd", "", false, ByRoute, 2},
+		{"sender with nothing readable", Msg{Platform: "irc", ChatJID: "irc:1", Sender: "///"}, nil, 0, "users/292eaa9948f16ef6", "", false, ByRoute, 7},
 		{"glob on sender", Msg{Platform: "mail", ChatJID: "m:1", Sender: "bob@example.com"}, nil, 0, "corp/mail", "inbox", false, ByRoute, 6},
 		{"glob miss", Msg{Platform: "mail", ChatJID: "m:1", Sender: "bob@evil.com"}, nil, 0, "", "", false, Unrouted, 0},
 		{"live engagement overrides route", Msg{Platform: "tg", ChatJID: "tg:group:12"}, live, 0, "corp/eng/sre", "incident", false, Engaged, 5},
@@ -66,6 +70,58 @@ func TestResolve(t *testing.T) {
 		if r.Reason == "" {
 			t.Errorf("%s: empty reason", c.name)
 		}
+	}
+}
+
+// A per-sender folder is that user's tenant (its home, session and secrets),
+// so two distinct senders must never resolve to the same folder.
+func TestPerSenderFoldersAreOneToOne(t *testing.T) {
+	tab, err := NewTable([]Route{
+		{ID: 2, Seq: 30, Match: "platform=tg", Target: "users/{sender}"},
+		{ID: 7, Seq: 50, Match: "platform=irc", Target: "users/{sender}"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := strings.Repeat("shared-prefix-", 5)
+	cases := []struct {
+		name string
+		a, b Msg
+	}{
+		{"punctuation", Msg{Platform: "tg", Sender: "alice.smith@example.com"}, Msg{Platform: "tg", Sender: "alice-smith@example.com"}},
+		{"case", Msg{Platform: "tg", Sender: "Bob"}, Msg{Platform: "tg", Sender: "bob"}},
+		{"long shared prefix", Msg{Platform: "tg", Sender: prefix + "alice"}, Msg{Platform: "tg", Sender: prefix + "mallory"}},
+		{"nothing readable", Msg{Platform: "tg", Sender: "日本"}, Msg{Platform: "tg", Sender: "한국"}},
+		{"empty and unreadable", Msg{Platform: "tg", Sender: ""}, Msg{Platform: "tg", Sender: "///"}},
+		{"same nick on another platform", Msg{Platform: "tg", Sender: "alice"}, Msg{Platform: "irc", Sender: "alice"}},
+		{"very long senders", Msg{Platform: "tg", Sender: strings.Repeat("x", 1000)}, Msg{Platform: "tg", Sender: strings.Repeat("x", 999)}},
+	}
+	now := time.Now()
+	resolve := func(m Msg) string {
+		t.Helper()
+		m.ChatJID = m.Platform + ":dm:1"
+		r := tab.Resolve(m, nil, now, 0)
+		if r.How != ByRoute || !r.PerSender {
+			t.Fatalf("%s:%q: %+v", m.Platform, m.Sender, r)
+		}
+		if err := folder.Validate(r.Folder); err != nil {
+			t.Fatalf("%s:%q: %v", m.Platform, m.Sender, err)
+		}
+		if seg := strings.TrimPrefix(r.Folder, "users/"); strings.ContainsAny(seg, "/.") || len(seg) > 48 {
+			t.Fatalf("%s:%q: segment %q", m.Platform, m.Sender, seg)
+		}
+		return r.Folder
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := resolve(c.a), resolve(c.b)
+			if a == b {
+				t.Fatalf("%s:%q and %s:%q share folder %q", c.a.Platform, c.a.Sender, c.b.Platform, c.b.Sender, a)
+			}
+			if again := resolve(c.a); again != a {
+				t.Fatalf("%s:%q resolved to %q, then %q", c.a.Platform, c.a.Sender, a, again)
+			}
+		})
 	}
 }
 

@@ -1,13 +1,16 @@
 package router
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/folder"
 )
 
-// SenderVar in a target folder expands to the sanitised sender.
+// SenderVar in a target folder expands to SanitizeSender of the message's
+// platform and sender: one folder per sender.
 const SenderVar = "{sender}"
 
 // ObserveTopic as a target topic stores the message without running a turn.
@@ -48,14 +51,27 @@ func ValidateTopic(t string) error {
 	return nil
 }
 
-// SanitizeSender turns a platform sender id into one folder segment: lowercase
-// [a-z0-9_-], other runs collapsed to '-', trimmed, at most 48 bytes, and
-// "anon" when nothing is left. The result never contains '/' or '.'.
-func SanitizeSender(s string) string {
+// senderPrefix bounds the readable part of a per-sender segment; with the
+// '-' and senderHash hex digits the segment stays at most 48 bytes, leaving
+// room in folder.MaxSegment for text around {sender} in the target.
+const (
+	senderPrefix = 31
+	senderHash   = 16
+)
+
+// SanitizeSender turns a platform sender id into one folder segment, one to
+// one: a readable part (lowercase [a-z0-9_], other runs collapsed to '-',
+// trimmed, at most 31 bytes) and then '-' and 16 hex digits of the SHA-256 of
+// platform and raw sender, so "Bob" and "bob", or alice on tg and on irc, are
+// different folders. The hash is 64 bits because anyone can pick their sender
+// id: a shorter one could be brute-forced into another user's folder. A sender
+// with nothing readable is the hash alone. The result matches [a-z0-9_-]+,
+// never contains '/' or '.', and is the same for the same sender every time.
+func SanitizeSender(platform, sender string) string {
 	var b strings.Builder
 	dash := false
-	for i := 0; i < len(s) && b.Len() < 48; i++ {
-		c := s[i]
+	for i := 0; i < len(sender) && b.Len() < senderPrefix; i++ {
+		c := sender[i]
 		if c >= 'A' && c <= 'Z' {
 			c += 'a' - 'A'
 		}
@@ -69,16 +85,18 @@ func SanitizeSender(s string) string {
 			dash = true
 		}
 	}
-	out := strings.Trim(b.String(), "-")
-	if out == "" {
-		return "anon"
+	// The NUL keeps platform "tg" with sender "x" apart from "t" with "gx".
+	sum := sha256.Sum256([]byte(platform + "\x00" + sender))
+	h := hex.EncodeToString(sum[:])[:senderHash]
+	if readable := strings.Trim(b.String(), "-"); readable != "" {
+		return readable + "-" + h
 	}
-	return out
+	return h
 }
 
 // Expand substitutes the sanitised sender into the folder and validates the result.
-func (t Target) Expand(sender string) (string, error) {
-	f := strings.ReplaceAll(t.Folder, SenderVar, SanitizeSender(sender))
+func (t Target) Expand(platform, sender string) (string, error) {
+	f := strings.ReplaceAll(t.Folder, SenderVar, SanitizeSender(platform, sender))
 	if err := folder.Validate(f); err != nil {
 		return "", err
 	}

@@ -308,8 +308,9 @@ func TestPostMessageRoutingAndDedup(t *testing.T) {
 	l, admin := newLocal(t, nil)
 	mustFolders(t, l, admin, "corp", "users")
 	l.AddRoute(admin, router.Route{Seq: 1, Match: "platform=tg", Target: "users/{sender}"})
+	bob := "users/" + router.SanitizeSender("tg", "Bob!")
 	out, err := l.PostMessage(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "Bob!", Text: "hi", PlatformID: "m1"})
-	if err != nil || out.Route.Folder != "users/bob" || out.Message.Folder != "users/bob" || out.Duplicate {
+	if err != nil || out.Route.Folder != bob || out.Message.Folder != bob || out.Duplicate {
 		t.Fatalf("%+v %v", out, err)
 	}
 	again, err := l.PostMessage(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "Bob!", Text: "hi", PlatformID: "m1"})
@@ -321,17 +322,17 @@ func TestPostMessageRoutingAndDedup(t *testing.T) {
 	if err := l.Store().SetEngagement(context.Background(), "tg:1", "users", "", nowMillis()-60_000); err != nil {
 		t.Fatal(err)
 	}
-	r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "bob"})
+	r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "Bob!"})
 	if err != nil || r.Folder != "users" || r.How != router.Engaged {
 		t.Fatalf("engaged %+v %v", r, err)
 	}
 	if err := l.Store().SetEngagement(context.Background(), "tg:1", "corp", "", nowMillis()-60_000); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "bob"}); err != nil || r.Folder != "users/bob" || r.How != router.ByRoute {
+	if r, err := l.Resolve(admin, MessageIn{ChatJID: "tg:1", Platform: "tg", Sender: "Bob!"}); err != nil || r.Folder != bob || r.How != router.ByRoute {
 		t.Fatalf("cross-tenant engagement %+v %v", r, err)
 	}
-	if _, err := l.Store().GetFolder(context.Background(), "users/bob"); err != nil {
+	if _, err := l.Store().GetFolder(context.Background(), bob); err != nil {
 		t.Fatalf("per-sender folder not created: %v", err)
 	}
 	// A direct address to a folder that does not exist is stored unrouted.
