@@ -1,7 +1,8 @@
 // Package turn runs agent turns: a queue with one worker per folder (a folder
 // has at most one live guest), an instance-wide cap on live guests whose
-// freed slot goes at once to a waiting folder, and runTurn, which builds the prompt, binds the folder's MCP
-// socket and runs the agent through a Runner, retrying what a retry can fix.
+// freed slot goes at once to a waiting folder of the waiting tenant with the
+// fewest live guests, and runTurn, which builds the prompt, binds the folder's
+// MCP socket and runs the agent through a Runner, retrying what a retry can fix.
 // Turns and their claimed messages live in the store, so a daemon that dies
 // mid-turn runs the turn again when it starts.
 package turn
@@ -9,11 +10,13 @@ package turn
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -66,14 +69,27 @@ type Options struct {
 
 // Queue schedules turns.
 type Queue struct {
-	o     Options
-	slots chan struct{}
+	o Options
 
 	mu      sync.Mutex
 	workers map[string]chan struct{} // folder → kick
 	wg      sync.WaitGroup
 	ctx     context.Context
-	waiting map[string]bool // folders waiting for a guest slot
+
+	// Guest slots, all under mu.
+	live    int            // live guests
+	tenants map[string]int // tenant → live guests; absent when none
+	granted map[string]int // tenant → grant number of its latest slot
+	grants  int            // slots granted so far
+	waiters []*waiter      // folders waiting for a slot, in arrival order
+}
+
+// waiter is a folder's turn waiting for a guest slot; ready closes when it
+// holds one.
+type waiter struct {
+	folder, tenant string
+	ready          chan struct{}
+	done           bool // granted
 }
 
 // New returns a Queue; call Run.
@@ -104,7 +120,7 @@ func New(o Options) *Queue {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Queue{o: o, slots: make(chan struct{}, o.MaxGuests), workers: map[string]chan struct{}{}, waiting: map[string]bool{}}
+	return &Queue{o: o, workers: map[string]chan struct{}{}, tenants: map[string]int{}, granted: map[string]int{}}
 }
 
 // Run sweeps for work (at start, which re-runs turns a dead daemon left, and
@@ -166,8 +182,8 @@ func (q *Queue) Waiting() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []string
-	for f := range q.waiting {
-		out = append(out, f)
+	for _, w := range q.waiters {
+		out = append(out, w.folder)
 	}
 	return out
 }
@@ -251,25 +267,78 @@ func (q *Queue) step(ctx context.Context, folder string) (bool, error) {
 // release hands the slot straight to one waiter, so a freed slot never sits
 // idle. The turn stays queued meanwhile, never dropped.
 func (q *Queue) acquire(ctx context.Context, folder string) (func(), error) {
-	release := func() { <-q.slots }
-	select {
-	case q.slots <- struct{}{}:
-		return release, nil
-	default:
-	}
+	w := &waiter{folder: folder, tenant: router.Tenant(folder), ready: make(chan struct{})}
 	q.mu.Lock()
-	q.waiting[folder] = true
-	q.mu.Unlock()
-	defer func() {
-		q.mu.Lock()
-		delete(q.waiting, folder)
+	// Slots are free only while nobody waits, so taking one skips nobody.
+	if q.live < q.o.MaxGuests {
+		q.grant(w)
 		q.mu.Unlock()
-	}()
+		return q.releaser(w.tenant), nil
+	}
+	q.waiters = append(q.waiters, w)
+	q.mu.Unlock()
 	q.o.Log.Info("turn waits for a guest slot", "folder", folder, "cap", q.o.MaxGuests)
 	select {
-	case q.slots <- struct{}{}:
-		return release, nil
+	case <-w.ready:
+		return q.releaser(w.tenant), nil
 	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	if w.done {
+		// Granted as ctx ended: pass the slot on.
+		q.mu.Unlock()
+		q.releaser(w.tenant)()
 		return nil, ctx.Err()
 	}
+	q.waiters = slices.DeleteFunc(q.waiters, func(x *waiter) bool { return x == w })
+	q.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+// releaser returns the function that gives back a slot of tenant and hands
+// it to the next waiter.
+//
+// The next waiter is the oldest of the waiting tenant with the fewest live
+// guests, ties going to the tenant granted a slot longest ago: tenants take
+// turns, so a tenant with many busy folders cannot make another tenant's one
+// message wait behind all of them, while a folder's own turns stay in order
+// (one live turn per folder) and a tenant alone may still use every slot.
+func (q *Queue) releaser(tenant string) func() {
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.live--
+		if q.tenants[tenant]--; q.tenants[tenant] <= 0 {
+			delete(q.tenants, tenant)
+		}
+		next := -1
+		for i, w := range q.waiters {
+			if next < 0 || q.before(w.tenant, q.waiters[next].tenant) {
+				next = i
+			}
+		}
+		if next >= 0 {
+			w := q.waiters[next]
+			q.waiters = slices.Delete(q.waiters, next, next+1)
+			q.grant(w)
+		}
+	}
+}
+
+// before reports whether tenant a is served before tenant b; q.mu is held.
+func (q *Queue) before(a, b string) bool {
+	if q.tenants[a] != q.tenants[b] {
+		return q.tenants[a] < q.tenants[b]
+	}
+	return q.granted[a] < q.granted[b]
+}
+
+// grant gives w a slot; q.mu is held.
+func (q *Queue) grant(w *waiter) {
+	q.live++
+	q.tenants[w.tenant]++
+	q.grants++
+	q.granted[w.tenant] = q.grants
+	w.done = true
+	close(w.ready)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -112,6 +113,76 @@ func TestCapMakesSixthTurnWait(t *testing.T) {
 	defer r.mu.Unlock()
 	if r.maxTotal != 5 {
 		t.Fatalf("%d guests at once, cap 5", r.maxTotal)
+	}
+}
+
+// A freed guest slot goes to the waiting tenant with the fewest live guests,
+// so one tenant's many busy folders (register_group and delegate_group make
+// them cheap) never hold another tenant's one message behind all of them.
+func TestTenantsShareSlotsRoundRobin(t *testing.T) {
+	cases := []struct {
+		name string
+		cap  int
+	}{
+		{"one slot", 1},
+		{"two slots", 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			acme := []string{"acme"}
+			for i := range c.cap + 2 {
+				acme = append(acme, fmt.Sprintf("acme/c%d", i))
+			}
+			e := newEnv(t, "", append(acme, "globex", "initech")...)
+			r := newBlockRunner()
+			q := e.start(t, r, func(o *Options) { o.MaxGuests = c.cap })
+			waitWaiting := func(n int) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for len(q.Waiting()) < n {
+					if time.Now().After(deadline) {
+						t.Fatalf("waiting %v, want %d folders", q.Waiting(), n)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			// acme alone takes every slot and queues the rest of its folders.
+			for _, f := range acme {
+				e.post(t, "web:"+f, "busy work")
+			}
+			for range c.cap {
+				if f := recv(t, r.started); router.Tenant(f) != "acme" {
+					t.Fatalf("%s started before acme's flood", f)
+				}
+			}
+			waitWaiting(len(acme) - c.cap)
+			e.post(t, "web:globex", "hello")
+			waitWaiting(len(acme) - c.cap + 1)
+			e.post(t, "web:initech", "hello")
+			waitWaiting(len(acme) - c.cap + 2)
+			for _, want := range []string{"globex", "initech"} {
+				r.release <- struct{}{}
+				if f := recv(t, r.started); f != want {
+					t.Fatalf("after a slot freed %s started, want %s (waiting %v)", f, want, q.Waiting())
+				}
+			}
+			close(r.release)
+			for _, f := range append(acme, "globex", "initech") {
+				if ts := e.waitTurns(t, f, 1); ts[0].Status != store.TurnDone {
+					t.Fatalf("%s: %+v", f, ts[0])
+				}
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.maxTotal != c.cap {
+				t.Fatalf("%d guests at once, cap %d", r.maxTotal, c.cap)
+			}
+			for f, n := range r.maxLive {
+				if n != 1 {
+					t.Fatalf("%s had %d live turns at once", f, n)
+				}
+			}
+		})
 	}
 }
 
