@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Folder is one tenant row.
@@ -90,7 +91,8 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 
 // DeleteFolder removes a folder that has no children, with its grants,
 // membership edges, secrets, network rules, sessions and observers, and
-// the routes and engagements that send chats to it or below it.
+// the routes and engagements that send chats to it or below it; its messages
+// and turns stay, under RemovedPrefix.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 	return s.tx(ctx, func(tx conn) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
@@ -129,6 +131,26 @@ func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 			WHERE engaged_folder = ? OR (engaged_folder >= ? AND engaged_folder < ?)`, path, path+"/", path+"0"); err != nil {
 			return fmt.Errorf("folder %q: engagements: %w", path, err)
 		}
+		// Nor its history: its messages and turns move under a name no folder can
+		// have ('#'), kept for the operator, so a folder re-created under the name
+		// neither runs the old tenant's unclaimed messages nor shows its turns. A
+		// turn still open is failed.
+		tomb := fmt.Sprintf("%s%d/", RemovedPrefix, time.Now().UnixNano())
+		in := `(folder = ? OR (folder >= ? AND folder < ?))`
+		if _, err := tx.ExecContext(ctx, `UPDATE turns SET status = 'failed', error = 'folder removed', ended_at = ?
+			WHERE status IN ('queued', 'running') AND `+in, now(), path, path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: open turns: %w", path, err)
+		}
+		for _, table := range []string{"turns", "messages"} {
+			if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET folder = CAST(? AS TEXT) || folder WHERE `+in,
+				tomb, path, path+"/", path+"0"); err != nil {
+				return fmt.Errorf("folder %q: %s: %w", path, table, err)
+			}
+		}
 		return nil
 	})
 }
+
+// RemovedPrefix starts the folder column of the messages and turns of a removed
+// folder: "#removed/<unix nanos>/<path>".
+const RemovedPrefix = "#removed/"

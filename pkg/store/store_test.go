@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/acl"
@@ -301,6 +302,68 @@ func TestDeleteFolderTakesItsRoutesAndEngagements(t *testing.T) {
 			if c.EngagedFolder != want || (want == "" && (c.EngagedTopic != "" || c.EngagedAt != 0)) {
 				t.Errorf("chat %s engaged with %q topic %q at %d, want %q", jid, c.EngagedFolder, c.EngagedTopic, c.EngagedAt, want)
 			}
+		}
+	})
+}
+
+// A folder re-created under a removed folder's name does not inherit its history:
+// no unclaimed message of the old tenant becomes work, no old turn is listed or
+// runs again. The rows stay for the operator.
+func TestDeleteFolderRetiresItsHistory(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		for _, f := range []string{"users", "users/alice", "users/alice2"} {
+			parent := ""
+			if f != "users" {
+				parent = "users"
+			}
+			if err := s.InsertFolder(ctx, Folder{Path: f}, parent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put := func(folder, text string) Message {
+			m, _, err := s.PutMessage(ctx, Message{ChatJID: "tg:" + folder, Platform: "tg", Text: text, Folder: folder})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		claimed := put("users/alice", "my bank PIN is 1234")
+		if _, err := s.CreateTurn(ctx, "users/alice", "", claimed.ID, claimed.ID); err != nil {
+			t.Fatal(err)
+		}
+		put("users/alice", "and my password is hunter2") // unclaimed
+		put("users/alice2", "a neighbour's message")
+		before, err := s.CountMessages(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteFolder(ctx, "users/alice"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.InsertFolder(ctx, Folder{Path: "users/alice"}, "users"); err != nil {
+			t.Fatal(err)
+		}
+		work, err := s.PendingWork(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []WorkKey{{Folder: "users/alice2"}}; !reflect.DeepEqual(work, want) {
+			t.Errorf("pending work %v, want only %v", work, want)
+		}
+		if ms, err := s.PendingInbound(ctx, "users/alice", "", 0); err != nil || len(ms) != 0 {
+			t.Errorf("the new folder's pending messages: %v %v, want none", ms, err)
+		}
+		if ts, err := s.ListTurns(ctx, "users/alice", 0); err != nil || len(ts) != 0 {
+			t.Errorf("the new folder lists turns %v %v, want none", ts, err)
+		}
+		all, err := s.ListTurns(ctx, "", 0)
+		if err != nil || len(all) != 1 || !strings.HasPrefix(all[0].Folder, RemovedPrefix) || all[0].Status != TurnFailed {
+			t.Errorf("the old turn: %+v %v, want it failed under %s", all, err, RemovedPrefix)
+		}
+		if after, err := s.CountMessages(ctx); err != nil || after != before {
+			t.Errorf("%d messages after the removal, want all %d kept (%v)", after, before, err)
 		}
 	})
 }

@@ -70,7 +70,8 @@ type WorkKey struct {
 }
 
 // PendingWork lists every (folder, topic) holding an open turn or unclaimed
-// inbound messages; the turn queue sweeps it at start and periodically.
+// inbound messages, a removed folder's (RemovedPrefix) never; the turn queue
+// sweeps it at start and periodically.
 func (s *Store) PendingWork(ctx context.Context) ([]WorkKey, error) {
 	return queryAll(ctx, s.db, func(sc scanner) (WorkKey, error) {
 		var k WorkKey
@@ -80,7 +81,7 @@ func (s *Store) PendingWork(ctx context.Context) ([]WorkKey, error) {
 		SELECT folder, topic FROM turns WHERE status IN ('queued', 'running')
 		UNION
 		SELECT m.folder, m.topic FROM messages m
-		WHERE m.folder != '' AND m.direction = 'in' AND m.how != 'observe'
+		WHERE m.folder != '' AND m.folder NOT LIKE '#%' AND m.direction = 'in' AND m.how != 'observe'
 		AND m.id > (SELECT COALESCE(MAX(t.last_message), 0) FROM turns t WHERE t.folder = m.folder AND t.topic = m.topic)
 		ORDER BY 1, 2`)
 }
