@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,7 +131,7 @@ func TestGuestHoldingClosedStreamsLosesItsSession(t *testing.T) {
 			break
 		}
 	}
-	limit := hostStreams + maxGuestStreams + maxClosingStreams
+	limit := hostStreams + maxGuestStreams + acceptBacklog + maxClosingStreams
 	select {
 	case err := <-ended:
 		if !errors.Is(err, errTooManyStreams) {
@@ -250,4 +251,47 @@ func TestSessionEndsAHostileGuestWithItsReason(t *testing.T) {
 	if n := started.Load(); n != 1 {
 		t.Errorf("Started hook ran %d times, want once", n)
 	}
+}
+
+// A busy but honest guest: hundreds of connections held, then a burst of short ones
+// that fill the accept backlog and are refused past the cap. It keeps its session.
+func TestGuestBurstOfConnectionsKeepsItsSession(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	host, open, ended := hostileGuest(t, sessionHooks{
+		ProxyConn: func(c net.Conn) { <-release; c.Close() },
+		Log:       slog.New(slog.DiscardHandler),
+	})
+	var held []net.Conn
+	for range 450 {
+		c, err := open(control.KindProxy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	var wg sync.WaitGroup
+	for range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := open(control.KindProxy)
+			if err != nil {
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			c.Read(make([]byte, 1))
+			c.Close()
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-ended:
+		t.Fatalf("the host ended an honest guest's session (%d streams): %v", host.NumStreams(), err)
+	case <-time.After(time.Second):
+	}
+	if host.IsClosed() {
+		t.Fatal("session closed")
+	}
+	runtime.KeepAlive(held)
 }

@@ -95,12 +95,14 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 		case err := <-recvErr:
 			sess.Close()
 			copies.Wait()
+			// The accept loop ends promptly once the session is closed; its reason, if
+			// it ended the session itself, is the run's.
 			select {
 			case herr := <-hostile:
 				if herr != nil {
 					err = herr
 				}
-			default:
+			case <-time.After(time.Second):
 			}
 			return control.Exit{}, lost(err)
 		case m := <-msgs:
@@ -228,11 +230,17 @@ const maxGuestStreams = 512
 
 // maxClosingStreams bounds the streams the host has closed (refused, or their handler
 // returned) that the guest keeps open; each still holds what the guest sends into its
-// receive window. A guest past it is hostile and its session ends.
-const maxClosingStreams = 128
+// receive window. A guest past it is hostile and its session ends. The host resets such
+// a stream after a minute, so a program that keeps a few sockets its server closed stays
+// far below it.
+const maxClosingStreams = 256
 
 // hostStreams is what the host opens itself: ctl, stdin, stdout, stderr.
 const hostStreams = 4
+
+// acceptBacklog is yamux's default AcceptBacklog: streams the guest opened that the host
+// has not accepted yet, which a burst of connections fills without any being hostile.
+const acceptBacklog = 256
 
 // errTooManyStreams is why the host ends the session of a guest that holds too many
 // streams open.
@@ -247,7 +255,7 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 	refusals := lograte.Every{Interval: 10 * time.Second}
 	for {
 		kind, c, err := control.Accept(sess)
-		if n, limit := sess.NumStreams(), hostStreams+maxGuestStreams+maxClosingStreams; n > limit {
+		if n, limit := sess.NumStreams(), hostStreams+maxGuestStreams+acceptBacklog+maxClosingStreams; n > limit {
 			h.Log.Warn("guest session ended", "why", "too many streams held open", "streams", n, "max", limit)
 			sess.Close()
 			return fmt.Errorf("%w: %d, at most %d", errTooManyStreams, n, limit)
