@@ -56,10 +56,10 @@ func newFolderCmd(a *app) *cobra.Command {
 rules and sessions, and the routes and engagements that send chats to it or
 below it. Its home is kept, moved to <data>/homes/#removed/<name>-<unix nanos>
 where no folder's guest gets it, so a folder later added under the same name
-starts with an empty home and no chats. Its messages and turns are kept under
-the name #removed/<unix nanos>/<path>, which no folder can have: an open turn
-is failed, and none of them becomes the new folder's work or history. Homes on
-runner hosts stay where they are: remove them there.`,
+starts with an empty home and no chats. Its messages and finished turns are
+kept under the name #removed/<unix nanos>/<path>, which no folder can have, so
+none becomes the new folder's work or history; a turn still open fails and
+tells its chat. Homes on runner hosts stay where they are: remove them there.`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			return s.RemoveFolder(ctx, args[0])

@@ -92,7 +92,7 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 // DeleteFolder removes a folder that has no children, with its grants,
 // membership edges, secrets, network rules, sessions and observers, and
 // the routes and engagements that send chats to it or below it; its messages
-// and turns stay, under RemovedPrefix.
+// and closed turns stay, under RemovedPrefix.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 	return s.tx(ctx, func(tx conn) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
@@ -131,21 +131,22 @@ func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 			WHERE engaged_folder = ? OR (engaged_folder >= ? AND engaged_folder < ?)`, path, path+"/", path+"0"); err != nil {
 			return fmt.Errorf("folder %q: engagements: %w", path, err)
 		}
-		// Nor its history: its messages and turns move under a name no folder can
-		// have ('#'), kept for the operator, so a folder re-created under the name
-		// neither runs the old tenant's unclaimed messages nor shows its turns. A
-		// turn still open is failed.
+		// Nor its history: its messages and closed turns move under a name no folder
+		// can have ('#'), kept for the operator, so a folder re-created under the name
+		// neither runs the old tenant's unclaimed messages nor lists its turns. An open
+		// turn and the messages it claimed stay: the queue fails it, since the folder
+		// is gone, and tells its chat.
 		tomb := fmt.Sprintf("%s%d/", RemovedPrefix, time.Now().UnixNano())
 		in := `(folder = ? OR (folder >= ? AND folder < ?))`
-		if _, err := tx.ExecContext(ctx, `UPDATE turns SET status = 'failed', error = 'folder removed', ended_at = ?
-			WHERE status IN ('queued', 'running') AND `+in, now(), path, path+"/", path+"0"); err != nil {
-			return fmt.Errorf("folder %q: open turns: %w", path, err)
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET folder = CAST(? AS TEXT) || folder WHERE `+in+`
+			AND NOT EXISTS (SELECT 1 FROM turns t WHERE t.status IN ('queued', 'running') AND t.folder = messages.folder
+				AND t.topic = messages.topic AND messages.id BETWEEN t.first_message AND t.last_message)`,
+			tomb, path, path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: messages: %w", path, err)
 		}
-		for _, table := range []string{"turns", "messages"} {
-			if _, err := tx.ExecContext(ctx, `UPDATE `+table+` SET folder = CAST(? AS TEXT) || folder WHERE `+in,
-				tomb, path, path+"/", path+"0"); err != nil {
-				return fmt.Errorf("folder %q: %s: %w", path, table, err)
-			}
+		if _, err := tx.ExecContext(ctx, `UPDATE turns SET folder = CAST(? AS TEXT) || folder WHERE `+in+`
+			AND status NOT IN ('queued', 'running')`, tomb, path, path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: turns: %w", path, err)
 		}
 		return nil
 	})

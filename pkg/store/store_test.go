@@ -307,13 +307,14 @@ func TestDeleteFolderTakesItsRoutesAndEngagements(t *testing.T) {
 }
 
 // A folder re-created under a removed folder's name does not inherit its history:
-// no unclaimed message of the old tenant becomes work, no old turn is listed or
-// runs again. The rows stay for the operator.
+// no unclaimed message of the old tenant becomes its work, no old turn is listed,
+// and none comes back when the daemon requeues failed turns. The rows stay for the
+// operator. An open turn stays for the queue to fail and report.
 func TestDeleteFolderRetiresItsHistory(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		s := openT(t, b)
 		ctx := context.Background()
-		for _, f := range []string{"users", "users/alice", "users/alice2"} {
+		for _, f := range []string{"users", "users/alice", "users/alice2", "users/bob"} {
 			parent := ""
 			if f != "users" {
 				parent = "users"
@@ -330,27 +331,41 @@ func TestDeleteFolderRetiresItsHistory(t *testing.T) {
 			return m
 		}
 		claimed := put("users/alice", "my bank PIN is 1234")
-		if _, err := s.CreateTurn(ctx, "users/alice", "", claimed.ID, claimed.ID); err != nil {
+		done, err := s.CreateTurn(ctx, "users/alice", "", claimed.ID, claimed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishTurn(ctx, done.ID, TurnEnd{Status: TurnFailed, Outcome: "secrets-unavailable"}); err != nil {
 			t.Fatal(err)
 		}
 		put("users/alice", "and my password is hunter2") // unclaimed
 		put("users/alice2", "a neighbour's message")
+		waiting := put("users/bob", "bob's queued question")
+		open, err := s.CreateTurn(ctx, "users/bob", "", waiting.ID, waiting.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		before, err := s.CountMessages(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeleteFolder(ctx, "users/alice"); err != nil {
-			t.Fatal(err)
+		for _, f := range []string{"users/alice", "users/bob"} {
+			if err := s.DeleteFolder(ctx, f); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := s.InsertFolder(ctx, Folder{Path: "users/alice"}, "users"); err != nil {
 			t.Fatal(err)
+		}
+		if n, err := s.RequeueTurns(ctx, "secrets-unavailable"); err != nil || n != 0 {
+			t.Errorf("requeued %d turns (%v), want none of a removed folder's", n, err)
 		}
 		work, err := s.PendingWork(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []WorkKey{{Folder: "users/alice2"}}; !reflect.DeepEqual(work, want) {
-			t.Errorf("pending work %v, want only %v", work, want)
+		if want := []WorkKey{{Folder: "users/alice2"}, {Folder: "users/bob"}}; !reflect.DeepEqual(work, want) {
+			t.Errorf("pending work %v, want %v (bob's open turn stays for the queue)", work, want)
 		}
 		if ms, err := s.PendingInbound(ctx, "users/alice", "", 0); err != nil || len(ms) != 0 {
 			t.Errorf("the new folder's pending messages: %v %v, want none", ms, err)
@@ -358,9 +373,20 @@ func TestDeleteFolderRetiresItsHistory(t *testing.T) {
 		if ts, err := s.ListTurns(ctx, "users/alice", 0); err != nil || len(ts) != 0 {
 			t.Errorf("the new folder lists turns %v %v, want none", ts, err)
 		}
+		if ts, err := s.OpenTurns(ctx, "users/bob"); err != nil || len(ts) != 1 || ts[0].ID != open.ID {
+			t.Errorf("bob's open turn: %v %v, want it kept for the queue", ts, err)
+		}
+		if ms, err := s.TurnMessages(ctx, open); err != nil || len(ms) != 1 {
+			t.Errorf("bob's open turn's messages: %v %v, want its one message", ms, err)
+		}
 		all, err := s.ListTurns(ctx, "", 0)
-		if err != nil || len(all) != 1 || !strings.HasPrefix(all[0].Folder, RemovedPrefix) || all[0].Status != TurnFailed {
-			t.Errorf("the old turn: %+v %v, want it failed under %s", all, err, RemovedPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range all {
+			if tr.ID == done.ID && !strings.HasPrefix(tr.Folder, RemovedPrefix) {
+				t.Errorf("alice's old turn is under %q, want it under %s", tr.Folder, RemovedPrefix)
+			}
 		}
 		if after, err := s.CountMessages(ctx); err != nil || after != before {
 			t.Errorf("%d messages after the removal, want all %d kept (%v)", after, before, err)

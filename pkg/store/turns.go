@@ -78,7 +78,7 @@ func (s *Store) PendingWork(ctx context.Context) ([]WorkKey, error) {
 		err := sc.Scan(&k.Folder, &k.Topic)
 		return k, err
 	}, `
-		SELECT folder, topic FROM turns WHERE status IN ('queued', 'running')
+		SELECT folder, topic FROM turns WHERE status IN ('queued', 'running') AND folder NOT LIKE '#%'
 		UNION
 		SELECT m.folder, m.topic FROM messages m
 		WHERE m.folder != '' AND m.folder NOT LIKE '#%' AND m.direction = 'in' AND m.how != 'observe'
@@ -181,10 +181,11 @@ func (s *Store) FinishTurn(ctx context.Context, id int64, e TurnEnd) error {
 }
 
 // RequeueTurns puts failed turns with the given outcome back in the queue as
-// never attempted, for a cause that is gone now (secrets that did not open).
+// never attempted, for a cause that is gone now (secrets that did not open); a
+// removed folder's (RemovedPrefix) stay as they are.
 func (s *Store) RequeueTurns(ctx context.Context, outcome string) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE turns SET status = 'queued', outcome = '', attempts = 0, ended_at = 0
-		WHERE status = 'failed' AND outcome = ?`, outcome)
+		WHERE status = 'failed' AND outcome = ? AND folder NOT LIKE '#%'`, outcome)
 	if err != nil {
 		return 0, err
 	}
