@@ -59,6 +59,7 @@ func TestMatchLiteral(t *testing.T) {
 		{"chat_jid=slack:C1", "slack:C1", true},
 		{"platform=slack chat_jid=slack:* chat_jid=slack:C2", "slack:C2", true},
 		{"chat_jid=slack:C?", "", false},
+		{"chat_jid=mail:bounce+a=b@x.example", "mail:bounce+a=b@x.example", true},
 		{"platform=slack", "", false},
 		{"", "", false},
 	} {

@@ -18,10 +18,10 @@ import (
 // routes, below it, keep precedence.
 const TenantRouteSeq = 100
 
-// ValidChatJID accepts a chat jid of 1..256 bytes of UTF-8 without spaces,
-// control characters (NUL included) or '='. A route's match is split on
-// spaces and its terms on '=', so such a jid would not be the chat a route
-// for it matches.
+// ValidChatJID accepts a chat jid of 1..256 bytes of UTF-8 without spaces or
+// control characters (NUL included). A route's match is split on spaces, so
+// such a jid would not be the chat a route for it matches; a term is cut at
+// its first '=', so one in a jid ("mail:bounce+a=b@x.example") is kept.
 func ValidChatJID(jid string) error {
 	if jid == "" || len(jid) > 256 {
 		return invalid("chat_jid %q: want 1..256 bytes", jid)
@@ -30,8 +30,8 @@ func ValidChatJID(jid string) error {
 		return invalid("chat_jid %q is not UTF-8", jid)
 	}
 	for _, r := range jid {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || r == '=' {
-			return invalid("chat_jid %q has %q: spaces, control characters and '=' are not allowed in a chat jid", jid, r)
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return invalid("chat_jid %q has %q: spaces and control characters are not allowed in a chat jid", jid, r)
 		}
 	}
 	return nil
