@@ -22,6 +22,8 @@ type Claim struct {
 	// Sure is set when every message of the chat reaches this claim, so no
 	// later route sees one.
 	Sure bool
+	// Engaged marks the chat's engagement: where a message no route takes goes.
+	Engaged bool
 }
 
 // Tenant is the tenant the claim sends messages to; "" when it depends on

@@ -65,7 +65,8 @@ func ChatFacts(ctx context.Context, st *store.Store, jid string) (router.Chat, e
 // of it; ok is false when no such route exists. A route whose terms test
 // what is not known of the chat (its sender, or its room before it spoke)
 // counts as one that could, and so does a route whose top-level folder is
-// the {sender}.
+// the {sender}. When no route surely takes the chat, its engagement with
+// another tenant's folder is such a claim too.
 func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (claim router.Claim, ok bool, err error) {
 	rs, err := st.ListRoutes(ctx)
 	if err != nil {
@@ -79,16 +80,35 @@ func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (cl
 	if err != nil {
 		return claim, false, err
 	}
+	sure := false
 	for _, cl := range tab.Claims(c) {
 		if cl.Tenant() != tenant {
 			return cl, true, nil
 		}
+		sure = sure || cl.Sure
+	}
+	if sure {
+		return claim, false, nil
+	}
+	// A message no route takes goes to the chat's engagement, live or expired.
+	ch, err := st.GetChat(ctx, chat)
+	if errors.Is(err, store.ErrNotFound) {
+		return claim, false, nil
+	}
+	if err != nil {
+		return claim, false, err
+	}
+	if ch.EngagedFolder != "" && router.Tenant(ch.EngagedFolder) != tenant {
+		return router.Claim{Folder: ch.EngagedFolder, Engaged: true}, true, nil
 	}
 	return claim, false, nil
 }
 
 // ClaimReason says why a claim makes a chat another tenant's, for a refusal.
 func ClaimReason(chat string, cl router.Claim, tenant string) string {
+	if cl.Engaged {
+		return fmt.Sprintf("chat %s is engaged with %s, where it goes when no route takes it, another tenant than %s", chat, cl.Folder, tenant)
+	}
 	if cl.RouteID == 0 {
 		return fmt.Sprintf("chat %s is a direct address of %s, another tenant than %s", chat, cl.Folder, tenant)
 	}

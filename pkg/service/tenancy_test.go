@@ -80,6 +80,29 @@ func TestRouteAddOnOwnTargetCannotTakeAnotherTenantsChat(t *testing.T) {
 	}
 }
 
+// A chat no route takes reaches the folder it is engaged with, here globex's
+// (its route was removed, the engagement stayed). It is globex's all the same:
+// acme's admin cannot name it in a route of its own.
+func TestRouteAddCannotTakeAChatEngagedWithAnotherTenant(t *testing.T) {
+	l, ctx, acme := acmeAdmin(t)
+	if _, err := l.PostMessage(ctx, MessageIn{ChatJID: "slack:G2", Platform: "slack", Sender: "u", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Store().SetEngagement(ctx, "slack:G2", "globex", "", nowMillis()); err != nil {
+		t.Fatal(err)
+	}
+	if f := resolveTo(t, l, ctx, "slack:G2"); f != "globex" {
+		t.Fatalf("the engaged chat reaches %q, want globex", f)
+	}
+	_, err := l.AddRoute(acme, router.Route{Seq: TenantRouteSeq, Match: "chat_jid=slack:G2", Target: "acme"})
+	if !errors.Is(err, acl.ErrDenied) || !strings.Contains(err.Error(), "engaged with globex") {
+		t.Fatalf("AddRoute on globex's engaged chat = %v, want it denied as engaged with globex", err)
+	}
+	if f := resolveTo(t, l, ctx, "slack:G2"); f != "globex" {
+		t.Fatalf("globex's engaged chat now reaches %q", f)
+	}
+}
+
 // DeleteFolder promises a folder re-created under the same name starts
 // clean: the old tenant's home (memory, session state) and its chats must
 // not pass to whoever gets the name next.
