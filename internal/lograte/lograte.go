@@ -7,6 +7,10 @@ import (
 	"time"
 )
 
+// start anchors the monotonic clock Every reads, so a step of the wall clock neither
+// silences warnings nor lets a burst through.
+var start = time.Now()
+
 // Every lets one event through per Interval. The zero Interval lets every event through.
 type Every struct {
 	Interval time.Duration
@@ -20,7 +24,7 @@ func (e *Every) Allow() (ok bool, held int64) {
 	if e.Interval == 0 {
 		return true, 0
 	}
-	now := time.Now().UnixNano()
+	now := int64(time.Since(start)) + 1 // never 0, which means "never logged"
 	last := e.last.Load()
 	if last != 0 && now-last < int64(e.Interval) || !e.last.CompareAndSwap(last, now) {
 		e.held.Add(1)

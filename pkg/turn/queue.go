@@ -322,6 +322,12 @@ func (q *Queue) releaser(tenant string) func() {
 			q.waiters = slices.Delete(q.waiters, next, next+1)
 			q.grant(w)
 		}
+		// A tenant with nothing live and nothing waiting is forgotten, so the map
+		// stays as small as the tenants in play (with {sender} tenants, one per
+		// sender); a tenant not known sorts as served longest ago.
+		if q.tenants[tenant] == 0 && !slices.ContainsFunc(q.waiters, func(w *waiter) bool { return w.tenant == tenant }) {
+			delete(q.granted, tenant)
+		}
 	}
 }
 

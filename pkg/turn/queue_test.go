@@ -182,6 +182,20 @@ func TestTenantsShareSlotsRoundRobin(t *testing.T) {
 					t.Fatalf("%s had %d live turns at once", f, n)
 				}
 			}
+			// Once idle, the scheduler remembers no tenant.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				q.mu.Lock()
+				n := len(q.granted)
+				q.mu.Unlock()
+				if n == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the idle queue still remembers %d tenants", n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		})
 	}
 }
