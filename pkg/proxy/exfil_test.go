@@ -36,3 +36,21 @@ func TestExfiltrationWarningsAreRateLimited(t *testing.T) {
 		t.Errorf("%d warning lines (%d KiB of guest-chosen host names) for %d exfiltration attempts, want them rate limited", warns, bytes>>10, attempts)
 	}
 }
+
+// The limit is per client: one guest's flood does not hide another guest's first
+// attempt, and the clients it tracks stay bounded.
+func TestExfiltrationWarningsArePerClient(t *testing.T) {
+	var w exfilWarnings
+	for range 100 {
+		w.of("flooder").Allow()
+	}
+	if ok, _ := w.of("other").Allow(); !ok {
+		t.Fatal("another client's first attempt was not warned about")
+	}
+	for i := range 3 * maxExfilClients {
+		w.of(fmt.Sprint("c", i))
+	}
+	if n := len(w.per); n > maxExfilClients {
+		t.Fatalf("%d clients tracked, want at most %d", n, maxExfilClients)
+	}
+}

@@ -116,7 +116,8 @@ type Proxy struct {
 	wg        sync.WaitGroup
 	// A client can trigger these warnings at will; they are rate limited so it cannot
 	// write the operator's log at will (the decision log keeps every one).
-	busyLog, exfilLog *lograte.Every
+	busyLog  *lograte.Every
+	exfilLog exfilWarnings
 	// Per client: intercepted connections, and their response buffers.
 	intercepts clientCount
 	bufs       clientCount
@@ -149,7 +150,6 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		intercepts: clientCount{max: clientIntercepts},
 		bufs:       clientCount{max: clientBufs},
 		busyLog:    &lograte.Every{Interval: 10 * time.Second},
-		exfilLog:   &lograte.Every{Interval: 10 * time.Second},
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -380,7 +380,7 @@ func (p *Proxy) record(cfg *config, d Decision) {
 		cfg.onDecision(d)
 	}
 	if d.Reason == ReasonSecretExfiltration {
-		if ok, held := p.exfilLog.Allow(); ok {
+		if ok, held := p.exfilLog.of(d.ClientID).Allow(); ok {
 			p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port, "refused_since_last", held)
 		}
 	} else if !d.Allowed {
