@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bufio"
 	"encoding/binary"
 	"io"
 )
@@ -20,11 +21,13 @@ const (
 // would buy a goroutine on the host. The host never needs a guest's ping answered:
 // keep-alive is off and liveness comes from QEMU.
 func dropPings(rwc io.ReadWriteCloser) io.ReadWriteCloser {
-	return &pingFilter{ReadWriteCloser: rwc}
+	// Buffered, so a frame's header is not a read of its own on the channel.
+	return &pingFilter{ReadWriteCloser: rwc, r: bufio.NewReaderSize(rwc, 64<<10)}
 }
 
 type pingFilter struct {
 	io.ReadWriteCloser
+	r       *bufio.Reader
 	hdr     [frameHeader]byte
 	pending []byte // the current frame's header, not yet read by yamux
 	data    uint32 // payload bytes of the current data frame not yet read by yamux
@@ -41,11 +44,11 @@ func (f *pingFilter) Read(p []byte) (int, error) {
 			if uint32(len(p)) > f.data {
 				p = p[:f.data]
 			}
-			n, err := f.ReadWriteCloser.Read(p)
+			n, err := f.r.Read(p)
 			f.data -= uint32(n)
 			return n, err
 		}
-		if _, err := io.ReadFull(f.ReadWriteCloser, f.hdr[:]); err != nil {
+		if _, err := io.ReadFull(f.r, f.hdr[:]); err != nil {
 			return 0, err
 		}
 		typ, flags := f.hdr[1], binary.BigEndian.Uint16(f.hdr[2:4])
