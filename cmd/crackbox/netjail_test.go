@@ -438,6 +438,19 @@ func TestNetjailCleanupOnFailure(t *testing.T) {
 			if l := leftovers(t, id); len(l) > 0 {
 				t.Errorf("left behind: %v", l)
 			}
+			// A crash keeps its report, named in the error; it is the test's to remove.
+			if m := consoleLogRE.FindStringSubmatch(out.String()); c.stderr == "guest crashed" {
+				if m == nil {
+					t.Fatalf("the crash names no console log:\n%s", out.String())
+				}
+				if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("crash report: %v", err)
+				}
+				os.RemoveAll(filepath.Dir(m[1]))
+			}
 		})
 	}
 }
+
+// consoleLogRE finds the console log a crash error names.
+var consoleLogRE = regexp.MustCompile(`console log: (/\S+/console\.log)\)`)
