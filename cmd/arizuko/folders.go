@@ -52,8 +52,9 @@ func newFolderCmd(a *app) *cobra.Command {
 	}
 	rm := &cobra.Command{
 		Use: "rm PATH", Short: "Remove a folder without children; its home is moved aside",
-		Long: `Remove a folder that has no children, with its grants, secrets, network
-rules and sessions, and the routes and engagements that send chats to it or
+		Long: `Remove a folder that has no children, with its grants, the grants others
+hold on it alone (a scope of the folder or below it), secrets, network rules
+and sessions, and the routes and engagements that send chats to it or
 below it. Its home is kept, moved to <data>/homes/#removed/<name>-<unix nanos>
 where no folder's guest gets it, so a folder later added under the same name
 starts with an empty home and no chats. Its messages and finished turns are

@@ -89,10 +89,10 @@ func (s *Store) ListFolders(ctx context.Context) ([]Folder, error) {
 	return queryAll(ctx, s.db, scanFolder, `SELECT `+folderCols+` FROM folders ORDER BY path`)
 }
 
-// DeleteFolder removes a folder that has no children, with its grants,
-// membership edges, secrets, network rules, sessions and observers, and
-// the routes and engagements that send chats to it or below it; its messages
-// and closed turns stay, under RemovedPrefix.
+// DeleteFolder removes a folder that has no children, with its grants, the
+// grants on it alone, membership edges, secrets, network rules, sessions and
+// observers, and the routes and engagements that send chats to it or below it;
+// its messages and closed turns stay, under RemovedPrefix.
 func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 	return s.tx(ctx, func(tx conn) error {
 		// Children are the paths in [path+"/", path+"0"): '0' follows '/' in
@@ -119,6 +119,12 @@ func (s *Store) DeleteFolder(ctx context.Context, path string) error {
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM secrets WHERE scope_kind = 'folder' AND scope_id = ?`, path); err != nil {
 			return err
+		}
+		// Nor what others were granted on it alone: a grant whose scope is the folder
+		// or lies below it (acme, acme/**) would hand the next acme to the old
+		// tenant's users. Wider scopes (the parent's acme/**) stay.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM acl WHERE scope = ? OR (scope >= ? AND scope < ?)`, path, path+"/", path+"0"); err != nil {
+			return fmt.Errorf("folder %q: grants on it: %w", path, err)
 		}
 		// Nor its chats: a route's target is folder[#topic], so the folder's
 		// routes are the target path itself, path#… ('$' follows '#') and

@@ -393,3 +393,41 @@ func TestDeleteFolderRetiresItsHistory(t *testing.T) {
 		}
 	})
 }
+
+// What other principals were granted on a removed folder alone does not pass to
+// the next folder of that name; grants on wider scopes stay.
+func TestDeleteFolderTakesGrantsOnItAlone(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		s := openT(t, b)
+		ctx := context.Background()
+		for _, f := range []string{"users", "users/alice", "users/alice2"} {
+			parent := ""
+			if f != "users" {
+				parent = "users"
+			}
+			if err := s.InsertFolder(ctx, Folder{Path: f}, parent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := []string{"users/**", "users/alice2", "users/alice-x/**", "*"}
+		for _, scope := range append([]string{"users/alice", "users/alice/**", "users/alice/sub"}, kept...) {
+			if _, err := s.InsertGrant(ctx, acl.Grant{Principal: "user:old-admin", Action: "mcp:*", Scope: scope, Effect: acl.Allow}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.DeleteFolder(ctx, "users/alice"); err != nil {
+			t.Fatal(err)
+		}
+		gs, err := s.ListGrants(ctx, "user:old-admin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range gs {
+			got = append(got, g.Scope)
+		}
+		if !reflect.DeepEqual(got, kept) {
+			t.Fatalf("grants left on %v, want %v", got, kept)
+		}
+	})
+}
