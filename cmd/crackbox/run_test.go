@@ -55,6 +55,13 @@ func cliCmd(t *testing.T, ctx context.Context, dir string, args ...string) *exec
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"CRACKBOX_KERNEL=" + e.Kernel, "CRACKBOX_GUEST_INIT=" + e.GuestInit, "CRACKBOX_ACCEL=auto",
 		"CRACKBOX_RUNS_DIR=" + t.TempDir()}
+	// A test that fails before it waits must not leave a run behind: stopped so, the
+	// run removes its tap, table and guest itself, even after the test binary exits.
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+		}
+	})
 	return cmd
 }
 
