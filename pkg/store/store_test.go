@@ -255,11 +255,7 @@ func TestDeleteFolderTakesItsRoutesAndEngagements(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		s := openT(t, b)
 		ctx := context.Background()
-		for _, f := range []struct{ path, parent string }{{"users", ""}, {"users/alice", "users"}, {"users/alice2", "users"}, {"users/alice-x", "users"}} {
-			if err := s.InsertFolder(ctx, Folder{Path: f.path}, f.parent); err != nil {
-				t.Fatal(err)
-			}
-		}
+		folders(t, s, "users", "users/alice", "users/alice2", "users/alice-x")
 		gone := []string{"users/alice", "users/alice#work", "users/alice/{sender}", "users/alice/bot#observe"}
 		kept := []string{"users", "users/{sender}", "users/alice2", "users/alice-x#work", "users/alice2/{sender}"}
 		for i, target := range append(append([]string{}, gone...), kept...) {
@@ -314,15 +310,7 @@ func TestDeleteFolderRetiresItsHistory(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		s := openT(t, b)
 		ctx := context.Background()
-		for _, f := range []string{"users", "users/alice", "users/alice2", "users/bob"} {
-			parent := ""
-			if f != "users" {
-				parent = "users"
-			}
-			if err := s.InsertFolder(ctx, Folder{Path: f}, parent); err != nil {
-				t.Fatal(err)
-			}
-		}
+		folders(t, s, "users", "users/alice", "users/alice2", "users/bob")
 		put := func(folder, text string) Message {
 			m, _, err := s.PutMessage(ctx, Message{ChatJID: "tg:" + folder, Platform: "tg", Text: text, Folder: folder})
 			if err != nil {
@@ -400,15 +388,7 @@ func TestDeleteFolderTakesGrantsOnItAlone(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		s := openT(t, b)
 		ctx := context.Background()
-		for _, f := range []string{"users", "users/alice", "users/alice2"} {
-			parent := ""
-			if f != "users" {
-				parent = "users"
-			}
-			if err := s.InsertFolder(ctx, Folder{Path: f}, parent); err != nil {
-				t.Fatal(err)
-			}
-		}
+		folders(t, s, "users", "users/alice", "users/alice2")
 		kept := []string{"users/**", "users/alice2", "users/alice-x/**", "*"}
 		for _, scope := range append([]string{"users/alice", "users/alice/**", "users/alice/sub"}, kept...) {
 			if _, err := s.InsertGrant(ctx, acl.Grant{Principal: "user:old-admin", Action: "mcp:*", Scope: scope, Effect: acl.Allow}); err != nil {

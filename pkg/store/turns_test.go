@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
-// folders creates top-level folders.
+// folders creates folders in order, each under the folder its path names.
 func folders(t *testing.T, s *Store, paths ...string) {
 	t.Helper()
 	for _, p := range paths {
-		if err := s.InsertFolder(context.Background(), Folder{Path: p}, ""); err != nil {
+		parent := ""
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			parent = p[:i]
+		}
+		if err := s.InsertFolder(context.Background(), Folder{Path: p}, parent); err != nil {
 			t.Fatal(err)
 		}
 	}
