@@ -44,6 +44,21 @@ func TestShutdownWaitsThenCuts(t *testing.T) {
 	tp := startProxy(t, Options{Hosts: hostsFor("echo.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{target})
 	tunnel := openTunnel(t, tp.addr, target)
 	idle := dialProxy(t, tp.addr) // connected, no request yet
+	// Wait until the proxy has accepted it: closing the listener resets a connection
+	// still in the kernel's accept queue, which is not what this test is about.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tp.mu.Lock()
+		n := len(tp.conns)
+		tp.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy holds %d connections, want the tunnel and the idle one", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	// The echo through the tunnel proves its relay runs, so it already counts.
 	if tp.Active() != 1 {
 		t.Fatalf("Active() = %d, want 1", tp.Active())
