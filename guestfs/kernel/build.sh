@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the guest kernel (an uncompressed vmlinux, booted through its PVH entry) from
 # Debian's linux-source-6.1 and the fragment beside this script. The output is cached
-# outside the clone, keyed by the fragment, this script and the source package version,
+# outside the clone, keyed by the fragment, this script, the patches beside it and the
+# source package version,
 # so a machine builds it once. Prints the path of vmlinux on its last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +13,7 @@ if [ ! -f "$tarball" ]; then
   exit 1
 fi
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-key=$( { cat "$here/config.fragment" "$here/build.sh"; echo "$srcver"; } | sha256sum | cut -c1-16)
+key=$( { cat "$here/config.fragment" "$here/build.sh" "$here"/*.patch; echo "$srcver"; } | sha256sum | cut -c1-16)
 out="$cache/kernel-$key"
 if [ -f "$out/vmlinux" ]; then
   echo "kernel: cached" >&2
@@ -26,6 +27,10 @@ if [ ! -f "$work/src/Makefile" ]; then
   rm -rf "$work/src"
   mkdir -p "$work/src"
   tar -xJf "$tarball" -C "$work/src" --strip-components=1
+  # Our changes to the source, each explained in its own header.
+  for p in "$here"/*.patch; do
+    patch -s -p1 -d "$work/src" < "$p"
+  done
 fi
 cd "$work/src"
 make -s ARCH=x86_64 tinyconfig >/dev/null

@@ -96,6 +96,9 @@ type Mount struct {
 	Target   string `json:"target"`
 	FSType   string `json:"fstype"` // "9p" or "virtiofs"
 	ReadOnly bool   `json:"readonly"`
+	// Port names the virtio-serial port that carries a stream share's 9p on its own,
+	// when the host gave it one; without, the share is a stream of the control session.
+	Port string `json:"port,omitempty"`
 }
 
 // Guest network modes (Net.Mode); pkg/jail's Net* constants are these.

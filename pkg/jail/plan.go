@@ -17,7 +17,8 @@ type plan struct {
 	machine   string
 	cpus      int
 	memMiB    int
-	modular   bool // a modular kernel: modules in the initramfs, virtio-fs shares (debkernel.go)
+	modular   bool     // a modular kernel: modules in the initramfs, virtio-fs shares (debkernel.go)
+	portTags  []string // the share each share port carries, by port index (shareport.go)
 }
 
 // makePlan validates s and builds the RunSpec. userFS is the filesystem type used for

@@ -84,6 +84,11 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	go shares.start()
 	defer shares.close()
 	defer conn.Close()
+	if err := connectSharePorts(b.p, rd, shares, v.exited); err != nil {
+		v.shutdown(0)
+		keep = true
+		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
+	}
 	if s.Live != nil {
 		s.Live(&Live{v: v, rd: rd})
 	}
@@ -155,6 +160,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	assignSharePorts(b.p)
 	if ok, why := snapshotCompatible(snapInputOf(b.p, b.snapMode)); !ok && b.snapMode == SnapshotOn {
 		return nil, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
 	}
