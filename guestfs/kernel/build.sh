@@ -2,8 +2,8 @@
 # Builds the guest kernel (an uncompressed vmlinux, booted through its PVH entry) from
 # Debian's linux-source-6.1 and the fragment beside this script. The output is cached
 # outside the clone, keyed by the fragment, this script, the patches beside it and the
-# source package version,
-# so a machine builds it once. Prints the path of vmlinux on its last line.
+# source package version, so a machine builds it once. Prints the path of vmlinux on its
+# last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/crackbox}
@@ -15,6 +15,13 @@ fi
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
 key=$( { cat "$here/config.fragment" "$here/build.sh" "$here"/*.patch; echo "$srcver"; } | sha256sum | cut -c1-16)
 out="$cache/kernel-$key"
+# One build per key at a time: a second caller waits for the first and takes its result.
+mkdir -p "$cache"
+exec 9>"$cache/kernel-$key.lock"
+if ! flock -n 9; then
+  echo "kernel: another build of this kernel is running; waiting for it" >&2
+  flock 9
+fi
 if [ -f "$out/vmlinux" ]; then
   echo "kernel: cached" >&2
   echo "$out/vmlinux"
