@@ -68,7 +68,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		groups = []int{u.GID}
 	}
 	p.rs = control.RunSpec{
-		Argv: s.Argv, Env: env, Dir: dir,
+		Argv: s.Argv, Env: env, Dir: dir, PathFrom: pathFrom(s.Path, s.Env),
 		UID: u.UID, GID: u.GID, Groups: groups,
 		TTY: s.TTY, Rows: s.Rows, Cols: s.Cols,
 		Hostname:  hostname,
