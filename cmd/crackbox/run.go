@@ -413,6 +413,9 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 	if err != nil {
 		return s, err
 	}
+	if err := checkWorkdirFlags(rf); err != nil {
+		return s, err
+	}
 	switch {
 	case rf.noWorkdir:
 	case rf.workdir != "":
@@ -426,6 +429,9 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 			return s, err
 		}
 		s.Volumes = append(s.Volumes, vol)
+	}
+	if err := checkWorkdirNotVolume(rf.workdir, s.Volumes); err != nil {
+		return s, err
 	}
 	s.Env, err = jail.ResolveEnv(rf.env, rf.envFiles, os.LookupEnv)
 	if err != nil {
