@@ -65,6 +65,26 @@ if [ -s "$tmp/run.err" ]; then
   cat "$tmp/run.err" >&2
   exit 1
 fi
+
+# Arguments that cannot work are refused before boot: status 125 and one line naming
+# the fix, from the installed copy (no guest slot: nothing boots).
+mask=/etc/ssl/private
+[ -e "$mask" ] || mask=/etc/shadow
+refuse() {
+  want=$1; shift
+  rc=0
+  "${clean[@]}" crackbox run -q --net none "$@" -- true 2>"$tmp/refuse.err" || rc=$?
+  if [ "$rc" -ne 125 ] || [ "$(wc -l <"$tmp/refuse.err")" -ne 1 ] || ! grep -qF -- "$want" "$tmp/refuse.err"; then
+    echo "test-install: crackbox run $* ended $rc, want 125 and one line naming \"$want\":" >&2
+    cat "$tmp/refuse.err" >&2
+    exit 1
+  fi
+}
+refuse "mount it elsewhere" -v "$work:$mask/x"
+refuse "drop one of them" --no-workdir -w "$work"
+refuse "use -w $work" -v "$work:/src" -w /src
+refuse "(--cpus)" --cpus "$(( $(nproc) + 1 ))"
+refuse "(--memory)" --memory 1000G
 cd "$tmp"
 
 # Without an installed kernel, setup names the installed build script.
