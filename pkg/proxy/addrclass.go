@@ -29,13 +29,13 @@ func (e *AddrError) Prefix() netip.Prefix {
 }
 
 // Fix is the operator's way to let the address through: for a name, an allowed range
-// naming exactly it (crackbox run --allow-cidr, or allow_cidrs in crackbox.toml's
-// [proxy]); for an IP literal, an allowlist entry naming exactly it.
+// naming exactly it (crackbox run --allow-cidr, or allow_cidrs in the proxy's config);
+// for an IP literal, an allowlist entry naming exactly it.
 func (e *AddrError) Fix() string {
 	if e.Literal {
 		return fmt.Sprintf("an allowlist entry naming exactly %s (--allow %s)", e.Addr, e.Addr)
 	}
-	return fmt.Sprintf("--allow-cidr %s (crackbox run) or allow_cidrs = [%q] ([proxy] in crackbox.toml)", e.Prefix(), e.Prefix().String())
+	return fmt.Sprintf("--allow-cidr %s (crackbox run) or allow_cidrs = [%q] (the [proxy] of crackbox.toml or arizuko.toml)", e.Prefix(), e.Prefix().String())
 }
 
 // addrClass pairs a refused range with how the refusal names it.
