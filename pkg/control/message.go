@@ -60,6 +60,11 @@ type RunSpec struct {
 	Cols     uint16   `json:"cols,omitempty"`
 	Hostname string   `json:"hostname,omitempty"`
 
+	// PathFrom is the caller's PATH, split: guest-init sets PATH to those of its entries
+	// that exist in the guest (in order; a relative one against Dir), and keeps Env's
+	// PATH when none does. Empty when Env's PATH is the caller's own choice.
+	PathFrom []string `json:"path_from,omitempty"`
+
 	Root   Root    `json:"root"`
 	Mounts []Mount `json:"mounts,omitempty"`
 	Net    Net     `json:"net"`

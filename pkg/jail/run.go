@@ -59,8 +59,13 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
-	b.start.leaf = vmmConfinement(rd.ID, b.p, os.Geteuid(), log)
+	leaf, note := vmmConfinement(rd.ID, b.p, os.Geteuid())
+	b.start.leaf = leaf
 	defer b.start.leaf.remove()
+	if note != nil {
+		b.notes = append(b.notes, *note)
+	}
+	reportHostNotes(s, log, b.notes)
 	if s.Net.Mode == NetTap {
 		b.start.tap = s.Net.Tap
 	}
@@ -119,6 +124,7 @@ type prepared struct {
 	snapMode string
 	cache    string
 	restored bool // boot restored the guest from a snapshot
+	notes    []HostNote
 }
 
 // prepare validates s and finds everything the guest boots from.
@@ -173,7 +179,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 		return nil, fmt.Errorf("initramfs for %s: %w", gi, err)
 	}
 	if accel == AccelTCG && (s.Accel == "" || s.Accel == AccelAuto) {
-		log.Warn("no usable kvm, using tcg (slow)", "why", why)
+		b.notes = append(b.notes, HostNote{What: "no usable kvm, using tcg (slow)", Why: why})
 	}
 	b.start = vmStart{
 		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: b.vmm.ID,
