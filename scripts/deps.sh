@@ -15,14 +15,15 @@ for a in "$@"; do
 done
 # crackbox run: QEMU, the kernel build (guestfs/kernel/build.sh), the tap's nftables
 # and routes, and the TLS roots and curl the demo's guest uses from the host's /usr.
-pkgs=(qemu-system-x86 linux-source-6.1 build-essential flex bison bc libelf-dev libssl-dev
+pkgs=(qemu-system-x86 linux-source-6.1 build-essential patch flex bison bc libelf-dev libssl-dev
   cpio xz-utils kmod nftables iproute2 curl ca-certificates)
 npm_pkgs=()
 if [ "$mode" = test ]; then
   # qemu-img and busybox build test guests; lz4 unpacks the Debian kernel (make
   # debian-kernel); systemd-analyze checks the units; chromium drives the browser tests;
-  # internal/pgtest starts throwaway PostgreSQL clusters for the store tests.
-  pkgs+=(qemu-utils busybox-static wget git python3 python3-pip lz4 openssl systemd
+  # internal/pgtest starts throwaway PostgreSQL clusters for the store tests; the
+  # workdir tests make a venv and a git repository in a guest.
+  pkgs+=(qemu-utils busybox-static wget git python3 python3-pip python3-venv lz4 openssl systemd
     chromium chromium-driver nodejs npm postgresql)
   # Claude Code, the agent the guest tests start (cmd/crackbox, pkg/turn), from the npm
   # registry like any user's install.
