@@ -5,20 +5,20 @@
 # ratios. Usage: run.sh CRACKBOX [extra crackbox run flags...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-crackbox=$1; shift
+crackbox=$(realpath "$1"); shift
 wd=$(mktemp -d /tmp/crackbox-bench-share.XXXXXX)
 trap 'rm -rf "$wd"' EXIT
 chmod 755 "$wd"
 cp "$here/guest.sh" "$wd/guest.sh"
 # 2,000 small files, as a source tree has them.
-(cd /usr/include && find . -type f -size -64k | head -2000 | tar cf "$wd/files.tar" -T -)
+(cd /usr/include && find . -type f -size -64k > "$wd/all" || true; head -2000 "$wd/all" > "$wd/list"; tar cf "$wd/files.tar" -T "$wd/list")
 mkdir -p "$wd/hello"
 echo "GREETING = 'hi'" > "$wd/hello/hello.py"
 printf "from setuptools import setup\nsetup(name='hello', version='1.0', py_modules=['hello'])\n" > "$wd/hello/setup.py"
-big=$(find /usr/lib -type f -size +24M -size -27M 2>/dev/null | head -1)
+big=$(find /usr/lib -type f -size +24M -size -27M 2>/dev/null | sort | sed -n 1p)
 out=$wd/out
 : > "$out"
-for group in files jobs reads; do
+for group in ${BENCH_GROUPS:-files jobs reads}; do
   echo "bench: $group" >&2
   (cd "$wd" && "$crackbox" run -q --net none -w "$wd" "$@" -- sh "$wd/guest.sh" "$wd" "$group" "$big") >> "$out"
 done
