@@ -3,8 +3,9 @@ package jail
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"strings"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // ResolveEnv turns -e flags and --env-file files into KEY=VALUE entries. "-e KEY" without
@@ -29,7 +30,7 @@ func ResolveEnv(flags, files []string, lookup func(string) (string, bool)) ([]st
 		return nil
 	}
 	for _, f := range files {
-		fh, err := os.Open(f)
+		fh, err := hostfile.Open(f)
 		if err != nil {
 			return nil, fmt.Errorf("%w: env file %s: %v", ErrBadSpec, f, err)
 		}
