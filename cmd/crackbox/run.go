@@ -43,6 +43,7 @@ type runFlags struct {
 	env, envFiles, volumes  []string
 	workdir                 string
 	noWorkdir, ro, force    bool
+	systemShare             bool // --allow-system-share
 	root, debug             bool
 	rootfs, machine, hostnm string
 	snapshot                string
@@ -104,6 +105,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.BoolVar(&rf.noWorkdir, "no-workdir", false, "share no work directory; the command starts in an empty $HOME")
 	f.BoolVar(&rf.ro, "ro", false, "share the work directory read-only")
 	f.BoolVar(&rf.force, "force", false, "allow sharing the home directory or credential directories (~/.ssh, ~/.aws, ...)")
+	f.BoolVar(&rf.systemShare, "allow-system-share", false, "allow read-write shares of system directories (/etc, /usr, /var, ...) and of crackbox's cache and run records")
 	f.BoolVar(&rf.root, "root", false, "run the command as root in the guest")
 	f.StringVar(&rf.rootfs, "rootfs", "", "use this directory tree as the guest root instead of the host view")
 	f.StringVar(&rf.machine, "machine", "microvm", "QEMU machine: microvm or q35 (needs a kernel with PCI)")
@@ -379,6 +381,8 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		Hostname:  rf.hostnm,
 		WorkdirRO: rf.ro,
 	}
+	// Run records are crackbox's state: no guest may rewrite them.
+	s.SystemShare, s.StateDirs = rf.systemShare, []string{runStore().Dir}
 	switch rf.diskQuota {
 	case "none":
 		s.DiskQuota = -1

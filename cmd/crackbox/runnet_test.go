@@ -67,6 +67,22 @@ func TestCLIRequiresAllow(t *testing.T) {
 	}
 }
 
+// TestCLIRefusesSystemShare: -v /etc read-write, or /etc as the workdir, is
+// refused before a guest boots, with the way out named.
+func TestCLIRefusesSystemShare(t *testing.T) {
+	for _, args := range [][]string{
+		{"--net", "none", "-v", "/etc:/mnt/e", "--", "true"},
+		{"--net", "none", "--workdir", "/etc", "--", "true"},
+	} {
+		cmd := cliCmd(t, context.Background(), t.TempDir(), args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if code := exitCode(cmd.Run()); code != 125 || !strings.Contains(errb.String(), "--allow-system-share") {
+			t.Errorf("%q: exit %d stderr %q", args, code, errb.String())
+		}
+	}
+}
+
 // TestLogIsCapped: a guest whose every refused request adds a line cannot
 // grow --log FILE past the run record's cap: it rotates to FILE.1.
 func TestLogIsCapped(t *testing.T) {
