@@ -185,8 +185,9 @@ func TestInjectHoldBackIsBlind(t *testing.T) {
 	ph := set.Placeholder("API_KEY")
 
 	// received is what the guest holds once the upstream has paused and the
-	// proxy had ample time to pass on what it was going to.
-	received := func(t *testing.T, echo string) string {
+	// proxy had ample time to pass on what it was going to, and how long
+	// after the line the echoed bytes reached it.
+	received := func(t *testing.T, echo string) (string, time.Duration) {
 		c := guestClient(tp, set.CA().Pool(), false)
 		defer c.CloseIdleConnections()
 		req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com:%d/?echo=%s", u.port, echo), nil)
@@ -197,9 +198,11 @@ func TestInjectHoldBackIsBlind(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		got := make(chan string, 1)
+		var delay time.Duration // read once got is closed
 		go func() {
 			br := bufio.NewReader(resp.Body)
 			line, _ := br.ReadString('\n')
+			lineAt := time.Now()
 			b := []byte(line)
 			got <- line
 			for {
@@ -208,11 +211,21 @@ func TestInjectHoldBackIsBlind(t *testing.T) {
 					break
 				}
 				b = append(b, c)
+				if len(b) == len(line)+len(echo) {
+					delay = time.Since(lineAt)
+				}
 				got <- string(b)
 			}
 			close(got)
 		}()
-		last := ""
+		// The line ends in a control byte, so it always comes at once; then
+		// the proxy gets two seconds, ample, to pass on what else it would.
+		var last string
+		select {
+		case last = <-got:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the first line never came")
+		}
 		deadline := time.After(2 * time.Second)
 	wait:
 		for {
@@ -229,10 +242,11 @@ func TestInjectHoldBackIsBlind(t *testing.T) {
 		pause <- struct{}{}
 		for range got {
 		}
-		return last
+		return last, delay
 	}
-	match := received(t, apiValue[:6])
-	other := received(t, "zz"+apiValue[2:6])
+	match, dm := received(t, apiValue[:6])
+	other, do := received(t, "zz"+apiValue[2:6])
+	t.Logf("the echoed bytes reached the guest %v after the line when they began the value, %v when not", dm.Round(time.Millisecond), do.Round(time.Millisecond))
 	if len(match) != len(other) {
 		t.Fatalf("before the pause the guest got %d bytes after a prefix of the value (%q) and %d after another string (%q)", len(match), match, len(other), other)
 	}
