@@ -52,3 +52,25 @@ func TestPlantedSymlinksNotFollowed(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIRefusesSymlinkedShare: a -v source or --workdir that passes through
+// a symlink, which a guest may have planted in a directory it could write,
+// is refused before a guest boots: the operator names the real directory.
+func TestCLIRefusesSymlinkedShare(t *testing.T) {
+	wd := t.TempDir()
+	if err := os.Symlink(t.TempDir(), filepath.Join(wd, "data")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--net", "none", "-v", "data:/mnt/data", "--", "true"},
+		{"--net", "none", "-v", "data:/mnt/data:ro", "--", "true"},
+		{"--net", "none", "--workdir", filepath.Join(wd, "data"), "--", "true"},
+	} {
+		cmd := cliCmd(t, context.Background(), wd, args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if code := exitCode(cmd.Run()); code != 125 || !strings.Contains(errb.String(), "real directory") {
+			t.Errorf("%q: exit %d stderr %q", args, code, errb.String())
+		}
+	}
+}

@@ -401,6 +401,10 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 	case rf.noWorkdir:
 	case rf.workdir != "":
 		s.Workdir = rf.workdir
+		// A directory an earlier guest could write may hold a symlink it
+		// planted in place of the one named; the current directory is the
+		// operator's own.
+		s.WorkdirNoSymlinks = true
 	default:
 		s.Workdir = cwd
 	}
@@ -409,6 +413,7 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		if err != nil {
 			return s, err
 		}
+		vol.NoSymlinks = true
 		s.Volumes = append(s.Volumes, vol)
 	}
 	s.Env, err = jail.ResolveEnv(rf.env, rf.envFiles, os.LookupEnv)
