@@ -131,7 +131,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
 	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
 	f.StringArrayVar(&rf.net.allowCIDRs, "allow-cidr", nil, "private range allowed names may resolve into, e.g. 10.1.2.0/24; it opens no IP literal (name addresses in --allow for that), and this host's own addresses only when named exactly (a /32) (repeatable)")
-	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file (- is stderr)")
+	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file, rotated to FILE.1 at 8 MiB (- is stderr)")
 	f.BoolVar(&rf.net.learn, "learn", false, "allow nothing, record every host the command tries, print them as an --allow list")
 	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "do not print the blocked-egress summary at exit")
 	root.AddCommand(cmd)
