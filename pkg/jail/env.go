@@ -3,6 +3,7 @@ package jail
 import (
 	"bufio"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/crackbox/crackbox/internal/hostfile"
@@ -104,4 +105,22 @@ func guestEnv(explicit []string, home, term, lang string, tty bool) ([]string, e
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// pathFrom is the caller's PATH as candidates for the guest's, or nil when the caller
+// set PATH in env: that choice wins as given. Empty entries (the current directory, by
+// an old convention) are dropped.
+func pathFrom(path string, env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			return nil
+		}
+	}
+	var out []string
+	for _, d := range filepath.SplitList(path) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }

@@ -82,3 +82,22 @@ func TestGuestEnv(t *testing.T) {
 		t.Fatal("entry without = accepted")
 	}
 }
+
+// TestPathFrom: the caller's PATH travels as candidates, empty entries dropped, unless
+// the caller set PATH for the guest: that wins as given.
+func TestPathFrom(t *testing.T) {
+	tests := []struct {
+		name, path string
+		env        []string
+		want       []string
+	}{
+		{"split", "/usr/local/go/bin::/home/u/bin:/usr/bin:", nil, []string{"/usr/local/go/bin", "/home/u/bin", "/usr/bin"}},
+		{"explicit PATH wins", "/usr/local/go/bin", []string{"A=1", "PATH=/opt/x"}, nil},
+		{"no PATH", "", nil, nil},
+	}
+	for _, tc := range tests {
+		if got := pathFrom(tc.path, tc.env); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: pathFrom(%q, %q) = %q, want %q", tc.name, tc.path, tc.env, got, tc.want)
+		}
+	}
+}
