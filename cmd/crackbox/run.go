@@ -43,6 +43,7 @@ type runFlags struct {
 	env, envFiles, volumes  []string
 	workdir                 string
 	noWorkdir, ro, force    bool
+	systemShare             bool // --allow-system-share
 	root, debug             bool
 	rootfs, machine, hostnm string
 	snapshot                string
@@ -113,6 +114,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.BoolVar(&rf.noWorkdir, "no-workdir", false, "share no work directory; the command starts in an empty $HOME")
 	f.BoolVar(&rf.ro, "ro", false, "share the work directory read-only")
 	f.BoolVar(&rf.force, "force", false, "allow sharing the home directory or credential directories (~/.ssh, ~/.aws, ...)")
+	f.BoolVar(&rf.systemShare, "allow-system-share", false, "allow read-write shares of system directories (/etc, /usr, /var, ...) and of crackbox's cache and run records")
 	f.BoolVar(&rf.root, "root", false, "run the command as root in the guest")
 	f.StringVar(&rf.rootfs, "rootfs", "", "use this directory tree as the guest root instead of the host view")
 	f.StringVar(&rf.machine, "machine", "microvm", "QEMU machine: microvm or q35 (needs a kernel with PCI)")
@@ -138,7 +140,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
 	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
 	f.StringArrayVar(&rf.net.allowCIDRs, "allow-cidr", nil, "private range allowed names may resolve into, e.g. 10.1.2.0/24; it opens no IP literal (name addresses in --allow for that), and this host's own addresses only when named exactly (a /32) (repeatable)")
-	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file (- is stderr)")
+	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file, rotated to FILE.1 at 8 MiB (- is stderr)")
 	f.BoolVar(&rf.net.learn, "learn", false, "allow nothing, record every host the command tries, print them as an --allow list")
 	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "print nothing of crackbox's own but errors that fail the run (no blocked-egress summary, no warnings, no host notes)")
 	root.AddCommand(cmd)
@@ -399,6 +401,8 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		// PATH names no secret; the guest keeps the entries it can see.
 		Path: os.Getenv("PATH"),
 	}
+	// Run records are crackbox's state: no guest may rewrite them.
+	s.SystemShare, s.StateDirs = rf.systemShare, []string{runStore().Dir}
 	switch rf.diskQuota {
 	case "none":
 		s.DiskQuota = -1
@@ -420,6 +424,10 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 	case rf.noWorkdir:
 	case rf.workdir != "":
 		s.Workdir = rf.workdir
+		// A directory an earlier guest could write may hold a symlink it
+		// planted in place of the one named; the current directory is the
+		// operator's own.
+		s.WorkdirNoSymlinks = true
 	default:
 		s.Workdir = cwd
 	}
@@ -428,6 +436,7 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		if err != nil {
 			return s, err
 		}
+		vol.NoSymlinks = true
 		s.Volumes = append(s.Volumes, vol)
 	}
 	if err := checkWorkdirNotVolume(rf.workdir, s.Volumes); err != nil {

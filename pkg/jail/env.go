@@ -3,9 +3,10 @@ package jail
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // ResolveEnv turns -e flags and --env-file files into KEY=VALUE entries. "-e KEY" without
@@ -30,7 +31,7 @@ func ResolveEnv(flags, files []string, lookup func(string) (string, bool)) ([]st
 		return nil
 	}
 	for _, f := range files {
-		fh, err := os.Open(f)
+		fh, err := hostfile.Open(f)
 		if err != nil {
 			return nil, fmt.Errorf("%w: env file %s: %v", ErrBadSpec, f, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -31,6 +32,35 @@ func TestResolveEnv(t *testing.T) {
 	}
 	if _, err := ResolveEnv(nil, []string{filepath.Join(dir, "missing")}, lookup); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing env file: err = %v", err)
+	}
+}
+
+// An earlier guest that could write the directory of --env-file may have
+// replaced the file, or a directory on its path, with a symlink to a host
+// file, or with a fifo: none is read, and the error says why.
+func TestEnvFileRefusesPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "shadow")
+	os.WriteFile(victim, []byte("PASSWORD=host-only-secret\n"), 0o600)
+	os.Symlink(victim, filepath.Join(dir, ".env"))
+	os.Mkdir(filepath.Join(dir, "real"), 0o700)
+	os.WriteFile(filepath.Join(dir, "real", ".env"), []byte("PASSWORD=host-only-secret\n"), 0o600)
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "sub"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".env", "sub/.env", "fifo"} {
+		got, err := ResolveEnv(nil, []string{filepath.Join(dir, name)}, os.LookupEnv)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("--env-file %s: got %q, err %v; want an error naming it", name, got, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "host-only-secret") {
+			t.Errorf("--env-file %s: the error quotes the file: %v", name, err)
+		}
+	}
+	got, err := ResolveEnv(nil, []string{filepath.Join(dir, "real", ".env")}, os.LookupEnv)
+	if err != nil || !slices.Equal(got, []string{"PASSWORD=host-only-secret"}) {
+		t.Fatalf("plain file: %q, %v", got, err)
 	}
 }
 

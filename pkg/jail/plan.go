@@ -142,6 +142,11 @@ func planShares(s Spec, home, userFS string) ([]share, error) {
 		if err := checkGuestTarget(target); err != nil {
 			return nil, err
 		}
+		if !s.WorkdirRO {
+			if err := checkSystemShare(host, s); err != nil {
+				return nil, fmt.Errorf("workdir: %w", err)
+			}
+		}
 		out = append(out, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
 	}
 	for _, v := range s.Volumes {
@@ -151,6 +156,11 @@ func planShares(s Spec, home, userFS string) ([]share, error) {
 		}
 		if err := checkGuestTarget(v.Guest); err != nil {
 			return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+		}
+		if !v.ReadOnly {
+			if err := checkSystemShare(host, s); err != nil {
+				return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+			}
 		}
 		out = append(out, share{Host: host, Target: v.Guest, ReadOnly: v.ReadOnly})
 	}

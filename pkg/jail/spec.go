@@ -130,6 +130,12 @@ type Spec struct {
 	Volumes           []Volume
 	// Force allows sharing the home directory and credential directories (~/.ssh, ...).
 	Force bool
+	// SystemShare allows read-write shares (workdir included) of system
+	// directories and of crackbox's cache and state (systemshare.go).
+	SystemShare bool
+	// StateDirs are more directories no read-write share may be, hold or lie
+	// in unless SystemShare: the caller's own state, such as run records.
+	StateDirs []string
 
 	// RootFS is a directory tree used as the guest root; "" = the host view.
 	RootFS string
