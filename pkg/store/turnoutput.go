@@ -48,3 +48,13 @@ func (s *Store) TurnOutputs(ctx context.Context, turnID int64) ([]TurnOutput, er
 		return o, err
 	}, `SELECT attempt, exit_code, output, created_at FROM turn_outputs WHERE turn_id = ? ORDER BY attempt`, turnID)
 }
+
+// HandedOff reports whether folder delegated or escalated work (a message
+// from it to another folder) at or after sinceMillis: a turn that handed its
+// question on is not unanswered, whoever answers.
+func (s *Store) HandedOff(ctx context.Context, folder string, sinceMillis int64) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE sender = ? AND direction = 'in'
+		AND how IN ('delegate', 'escalate') AND created_at >= ?`, "folder:"+folder, sinceMillis).Scan(&n)
+	return n > 0, err
+}

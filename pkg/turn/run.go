@@ -105,6 +105,13 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 		}
 		log.Info("turn attempt ended", "attempt", t.Attempts, "exit", exit, "replied", replied, "took", time.Since(start).Round(time.Millisecond), "err", err)
 		unanswered := err == nil && exit == 0 && !replied && a.engage
+		if unanswered {
+			handed, herr := q.o.Store.HandedOff(ctx, t.Folder, start.UnixMilli())
+			if herr != nil {
+				log.Error("turn hand-off", "err", herr)
+			}
+			unanswered = !handed
+		}
 		stdoutReply := false
 		if unanswered && a.answer != nil {
 			stdoutReply = q.answerFromStdout(ctx, t, a.answer, log)

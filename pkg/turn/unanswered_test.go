@@ -79,3 +79,29 @@ func TestFailedAttemptsKeepOutput(t *testing.T) {
 		}
 	}
 }
+
+// handOffRunner is an agent that hands the question of folder a to folder b
+// and ends without a reply.
+type handOffRunner struct{ st *store.Store }
+
+func (r handOffRunner) Run(ctx context.Context, j Job) (Result, error) {
+	if j.Turn.Folder == "a" {
+		if _, err := r.st.PutInternal(ctx, store.Internal{ChatJID: "web:a", From: "a", To: "b", Text: "take this", How: "delegate", Depth: 1}); err != nil {
+			return Result{Exit: 1}, err
+		}
+	}
+	return Result{}, nil
+}
+
+// A turn that delegated its question is not unanswered: its chat gets no
+// notice, whoever answers it.
+func TestHandedOffTurnIsNotUnanswered(t *testing.T) {
+	e := newEnv(t, "", "a", "b")
+	e.start(t, handOffRunner{e.st}, func(o *Options) { o.MaxRetries = -1 })
+	e.post(t, "web:a", "hi")
+	tr := e.waitTurns(t, "a", 1)[0]
+	outs, err := e.st.TurnOutbound(context.Background(), tr.ID)
+	if tr.Status != store.TurnDone || tr.Outcome != "ok, no reply" || err != nil || len(outs) != 0 {
+		t.Fatalf("turn %+v outbound %+v %v", tr, outs, err)
+	}
+}
