@@ -247,7 +247,7 @@ func (c *chatSession) outcome(ctx context.Context) error {
 			case t.ID <= c.since:
 			case t.Status == store.TurnFailed:
 				failed++
-			case t.Outcome == turn.OutcomeNoReply:
+			case strings.HasPrefix(t.Outcome, turn.OutcomeNoReply):
 				unanswered++
 			}
 		}

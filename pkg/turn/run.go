@@ -122,7 +122,7 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			// The agent ended well but the chat heard nothing: tell it, and
 			// mark the turn so the CLI and `turns ls` show it. A retry would
 			// most likely end the same way.
-			end.Status, end.Outcome = store.TurnDone, OutcomeNoReply
+			end.Status, end.Outcome, end.Override = store.TurnDone, OutcomeNoReply, true
 			end.Error = fmt.Sprintf("the agent ended its turn without calling a reply tool; its output is in `arizuko turns show %d`, "+
 				"and `arizuko folder set %s --stdout-reply` delivers its stdout as the reply", t.ID, t.Folder)
 			q.notify(ctx, t, fmt.Sprintf("arizuko: %s ended its turn without answering; the operator sees its output in `arizuko turns show %d`", t.Folder, t.ID), log)
