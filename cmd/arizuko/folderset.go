@@ -74,6 +74,22 @@ then data_dir in the config), for scripts that put files there.
 --create makes it when the folder has not run a turn yet.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A typo must not make a stray home: the folder has to exist.
+			err := a.withService(cmd.Context(), func(ctx context.Context, s service.Service) error {
+				fs, err := s.ListFolders(ctx)
+				if err != nil {
+					return err
+				}
+				for _, f := range fs {
+					if f.Path == args[0] {
+						return nil
+					}
+				}
+				return fmt.Errorf("folder %q: %w; add it with `arizuko folder add %s`", args[0], service.ErrNotFound, args[0])
+			})
+			if err != nil {
+				return err
+			}
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
