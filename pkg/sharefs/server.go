@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -66,21 +67,40 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: socketpair: %w", ErrServe, err)
 	}
 
-	b, _ := json.Marshal(hc)
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"crackbox-share"}
-	cmd.Env = []string{envKey + "=" + string(b)}
-	cmd.ExtraFiles = []*os.File{remote, dir}
-	cmd.Stdout, cmd.Stderr = cfg.Log, cfg.Log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	cmd := helperCommand(hc, remote, dir, cfg.Log, true)
+	err = cmd.Start()
+	if err != nil && !hc.Chroot && noUserNS(err) {
+		// Without unprivileged user namespaces the server stays in the host's
+		// namespaces; the filter still refuses it every socket and every signal to
+		// another process.
+		log.Warn("share server without its own namespaces: this host refuses unprivileged user namespaces", "dir", cfg.Dir, "err", err)
+		hc.UserNS = false
+		cmd = helperCommand(hc, remote, dir, cfg.Log, false)
+		err = cmd.Start()
+	}
+	if err != nil {
 		local.Close()
 		return nil, fmt.Errorf("%w: start share server for %s: %w", ErrServe, cfg.Dir, err)
 	}
-	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid)
+	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid, "userns", hc.UserNS)
 	s := &Server{dir: cfg.Dir, cmd: cmd, local: local, log: log, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	return s, nil
+}
+
+// helperCommand is the share server's command; ns puts it in namespaces of its own.
+func helperCommand(hc helperConfig, conn, dir *os.File, logw io.Writer, ns bool) *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if ns {
+		sandbox(cmd, &hc)
+	}
+	b, _ := json.Marshal(hc)
+	cmd.Args = []string{"crackbox-share"}
+	cmd.Env = []string{envKey + "=" + string(b)}
+	cmd.ExtraFiles = []*os.File{conn, dir}
+	cmd.Stdout, cmd.Stderr = logw, logw
+	return cmd
 }
 
 // Serve relays conn to the server until either side closes, then waits for the server
