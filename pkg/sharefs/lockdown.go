@@ -120,8 +120,8 @@ func enterShare() error {
 }
 
 // dropChroot is stage two of a root-owned share, and the only stage of a server in a
-// user namespace of its own: chroot, then give up the one capability this thread holds. Runtime threads started before keep it, unusable: the
-// filter refuses chroot.
+// user namespace of its own: chroot, then give up the one capability this thread
+// holds. Runtime threads started before keep it, unusable: the filter refuses chroot.
 func dropChroot() error {
 	if err := enterShare(); err != nil {
 		return err

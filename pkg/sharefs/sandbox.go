@@ -3,6 +3,7 @@ package sharefs
 import (
 	"errors"
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -15,13 +16,14 @@ import (
 const hostNS = unix.CLONE_NEWNET | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 
 // sandbox sets how cmd leaves the host's namespaces. As root the server needs no user
-// namespace: it drops to the share's owner itself. Unprivileged it gets a user namespace
-// that maps only its own uid and gid, which is what lets it make the other namespaces
-// and chroot into the share (with CAP_SYS_CHROOT, ambient, in that namespace only).
-func sandbox(cmd *exec.Cmd, hc *helperConfig) {
+// namespace: it drops to the share's owner itself. Unprivileged (hc.UserNS) it gets a
+// user namespace that maps only its own uid and gid, which is what lets it make the
+// other namespaces and chroot into the share (with CAP_SYS_CHROOT, ambient, in that
+// namespace only).
+func sandbox(cmd *exec.Cmd, hc helperConfig) {
 	attr := cmd.SysProcAttr
 	attr.Cloneflags = hostNS
-	if hc.Chroot {
+	if !hc.UserNS {
 		return
 	}
 	attr.Cloneflags |= unix.CLONE_NEWUSER
@@ -29,12 +31,16 @@ func sandbox(cmd *exec.Cmd, hc *helperConfig) {
 	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: hc.GID, HostID: hc.GID, Size: 1}}
 	attr.GidMappingsEnableSetgroups = false
 	attr.AmbientCaps = []uintptr{unix.CAP_SYS_CHROOT}
-	hc.UserNS = true
 }
 
-// noUserNS reports whether err is the kernel refusing an unprivileged user namespace
-// (disabled by sysctl, by a security module, or over the namespace limit).
-func noUserNS(err error) bool {
+// nsRefused reports whether err is the kernel refusing the namespaces: unprivileged user
+// namespaces disabled by sysctl or a security module, a container without the
+// capability, or the namespace limit reached.
+func nsRefused(err error) bool {
 	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EINVAL) ||
 		errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EUSERS)
 }
+
+// nsWarned makes the warning about a server left in the host's namespaces once per
+// process: every share of every run would repeat it.
+var nsWarned sync.Once

@@ -25,7 +25,7 @@ var allowedCalls = []string{
 	"epoll_pwait", "epoll_pwait2", "epoll_ctl", "nanosleep", "clock_nanosleep",
 	"close", "dup", "dup3", "sched_yield",
 	// File operations on fds below the share's root (fs.go, node.go, mutate.go).
-	"newfstatat", "fstat", "statx", "fstatfs", "getdents64", "lseek",
+	"fstat", "statx", "fstatfs", "getdents64", "lseek",
 	"pread64", "pwrite64", "preadv", "pwritev", "ftruncate", "fsync", "fdatasync",
 	"unlinkat", "renameat", "linkat", "symlinkat", "readlinkat", "utimensat",
 	// Memory, signals, threads and time for the Go runtime (and the C runtime of a cgo
@@ -39,8 +39,11 @@ var allowedCalls = []string{
 	"exit", "exit_group",
 }
 
-// legacyAllowed exist only on older ABIs such as amd64.
-var legacyAllowed = []string{"epoll_wait", "getrlimit"}
+// archCalls are the calls whose names or presence differ between ABIs.
+var archCalls = map[string][]string{
+	"amd64": {"newfstatat", "epoll_wait", "getrlimit"},
+	"arm64": {"fstatat"},
+}
 
 // modeArg is which argument of each mode-taking syscall holds the mode; these are
 // allowed only without the setuid and setgid bits.
@@ -64,8 +67,6 @@ var fcntlCmds = []uint64{unix.F_DUPFD, unix.F_GETFD, unix.F_SETFD, unix.F_GETFL,
 // archSetFS is arch_prctl's ARCH_SET_FS (asm/prctl.h).
 const archSetFS = 0x1002
 
-func legacyABI() bool { return runtime.GOARCH == "amd64" || runtime.GOARCH == "386" }
-
 func eq(arg uint32, v uint64) seccomp.Condition {
 	return seccomp.Condition{Argument: arg, Operation: seccomp.Equal, Value: v}
 }
@@ -76,10 +77,7 @@ func allowIf(name string, c ...seccomp.Condition) seccomp.NameWithConditions {
 
 // policy is the filter for a server whose pid (in its own namespace) is pid.
 func policy(pid int) seccomp.Policy {
-	names := append([]string(nil), allowedCalls...)
-	if legacyABI() {
-		names = append(names, legacyAllowed...)
-	}
+	names := append(append([]string(nil), allowedCalls...), archCalls[runtime.GOARCH]...)
 	noExec := seccomp.Condition{Argument: 2, Operation: seccomp.BitsNotSet, Value: unix.PROT_EXEC}
 	cond := []seccomp.NameWithConditions{
 		// No new code: the runtime maps data only.

@@ -67,13 +67,15 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: socketpair: %w", ErrServe, err)
 	}
 
+	hc.UserNS = !hc.Chroot
 	cmd := helperCommand(hc, remote, dir, cfg.Log, true)
 	err = cmd.Start()
-	if err != nil && !hc.Chroot && noUserNS(err) {
-		// Without unprivileged user namespaces the server stays in the host's
-		// namespaces; the filter still refuses it every socket and every signal to
-		// another process.
-		log.Warn("share server without its own namespaces: this host refuses unprivileged user namespaces", "dir", cfg.Dir, "err", err)
+	if err != nil && nsRefused(err) {
+		// Left in the host's namespaces, the server is still refused every socket and
+		// every signal to another process by its filter.
+		nsWarned.Do(func() {
+			log.Warn("share servers run in the host's namespaces: this host refuses them namespaces of their own", "err", err)
+		})
 		hc.UserNS = false
 		cmd = helperCommand(hc, remote, dir, cfg.Log, false)
 		err = cmd.Start()
@@ -93,7 +95,7 @@ func helperCommand(hc helperConfig, conn, dir *os.File, logw io.Writer, ns bool)
 	cmd := exec.Command("/proc/self/exe")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if ns {
-		sandbox(cmd, &hc)
+		sandbox(cmd, hc)
 	}
 	b, _ := json.Marshal(hc)
 	cmd.Args = []string{"crackbox-share"}
