@@ -17,16 +17,18 @@ import (
 // signal another process, map executable memory or leave the chroot. Refused calls are
 // not logged: the guest drives the server and could fill any log with them.
 
-// allowedCalls are allowed whatever their arguments, most frequent first: the filter
-// checks them in order.
-var allowedCalls = []string{
-	// The 9p stream and the runtime's own work.
-	"futex", "read", "write", "writev", "readv", "recvmsg", "sendmsg", "recvfrom", "sendto",
-	"epoll_pwait", "epoll_pwait2", "epoll_ctl", "nanosleep", "clock_nanosleep",
-	"close", "dup", "dup3", "sched_yield",
+// hotCalls and otherCalls are allowed whatever their arguments. The filter checks
+// them in order, so the calls of every request come first, then the calls with argument
+// checks (policy), then the rest.
+var hotCalls = []string{
+	"futex", "read", "write", "writev", "epoll_pwait", "nanosleep", "close", "fstat",
+	"pread64", "pwrite64", "getdents64", "lseek", "dup", "recvmsg", "sendmsg", "readv",
+}
+
+var otherCalls = []string{
+	"recvfrom", "sendto", "epoll_pwait2", "epoll_ctl", "clock_nanosleep", "dup3", "sched_yield",
 	// File operations on fds below the share's root (fs.go, node.go, mutate.go).
-	"fstat", "statx", "fstatfs", "getdents64", "lseek",
-	"pread64", "pwrite64", "preadv", "pwritev", "ftruncate", "fsync", "fdatasync",
+	"statx", "fstatfs", "preadv", "pwritev", "ftruncate", "fsync", "fdatasync",
 	"unlinkat", "renameat", "linkat", "symlinkat", "readlinkat", "utimensat",
 	// Memory, signals, threads and time for the Go runtime (and the C runtime of a cgo
 	// or race test binary).
@@ -39,7 +41,8 @@ var allowedCalls = []string{
 	"exit", "exit_group",
 }
 
-// archCalls are the calls whose names or presence differ between ABIs.
+// archCalls are the hot calls whose names or presence differ between ABIs (the stat
+// of every walk first).
 var archCalls = map[string][]string{
 	"amd64": {"newfstatat", "epoll_wait", "getrlimit"},
 	"arm64": {"fstatat"},
@@ -77,9 +80,17 @@ func allowIf(name string, c ...seccomp.Condition) seccomp.NameWithConditions {
 
 // policy is the filter for a server whose pid (in its own namespace) is pid.
 func policy(pid int) seccomp.Policy {
-	names := append(append([]string(nil), allowedCalls...), archCalls[runtime.GOARCH]...)
+	hot := append(append([]string(nil), archCalls[runtime.GOARCH]...), hotCalls...)
 	noExec := seccomp.Condition{Argument: 2, Operation: seccomp.BitsNotSet, Value: unix.PROT_EXEC}
-	cond := []seccomp.NameWithConditions{
+	var cond []seccomp.NameWithConditions
+	// openat and fcntl come with most requests.
+	for _, name := range []string{"openat", "mkdirat", "fchmod", "fchmodat", "fchmodat2"} {
+		cond = append(cond, allowIf(name, seccomp.Condition{Argument: modeArg[name], Operation: seccomp.BitsNotSet, Value: unix.S_ISUID | unix.S_ISGID}))
+	}
+	for _, c := range fcntlCmds {
+		cond = append(cond, allowIf("fcntl", eq(1, c)))
+	}
+	cond = append(cond,
 		// No new code: the runtime maps data only.
 		allowIf("mmap", noExec),
 		allowIf("mprotect", noExec),
@@ -93,22 +104,17 @@ func policy(pid int) seccomp.Policy {
 		// Reading limits only.
 		allowIf("prlimit64", eq(2, 0)),
 		allowIf("renameat2", eq(4, 0)),
-	}
+	)
 	if runtime.GOARCH == "amd64" {
 		// Each new thread of the Go runtime sets its TLS base.
 		cond = append(cond, allowIf("arch_prctl", eq(0, archSetFS)))
 	}
-	for _, c := range fcntlCmds {
-		cond = append(cond, allowIf("fcntl", eq(1, c)))
-	}
-	for name, arg := range modeArg {
-		cond = append(cond, allowIf(name, seccomp.Condition{Argument: arg, Operation: seccomp.BitsNotSet, Value: unix.S_ISUID | unix.S_ISGID}))
-	}
 	return seccomp.Policy{
 		DefaultAction: seccomp.ActionErrno, // EPERM
 		Syscalls: []seccomp.SyscallGroup{
-			{Names: names, Action: seccomp.ActionAllow},
+			{Names: hot, Action: seccomp.ActionAllow},
 			{NamesWithCondtions: cond, Action: seccomp.ActionAllow},
+			{Names: otherCalls, Action: seccomp.ActionAllow},
 			// Their arguments sit in structs the filter cannot read; ENOSYS makes a
 			// caller fall back to clone and openat, whose arguments it can.
 			{Names: []string{"clone3", "openat2"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
