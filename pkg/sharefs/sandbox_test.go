@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -212,6 +214,15 @@ func checkSandbox(t *testing.T, c sandboxCase) {
 	}
 	if uid := statusUID(pid); uid != c.uid {
 		t.Errorf("share server runs as uid %d, want %d", uid, c.uid)
+	}
+	if os.Geteuid() == 0 && c.uid != 0 {
+		// Not dumpable: another process of its uid (for the host view, the run's
+		// QEMU) can neither trace it nor reach its root through /proc.
+		peek := exec.Command("/bin/readlink", "/proc/"+strconv.Itoa(pid)+"/root")
+		peek.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.uid), NoSetGroups: true}}
+		if b, err := peek.CombinedOutput(); err == nil {
+			t.Errorf("a process of uid %d reads the share server's root: %s", c.uid, b)
+		}
 	}
 	if os.Geteuid() == 0 {
 		// Were the filter to let a socket through, the server's network still has
