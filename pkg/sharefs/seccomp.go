@@ -41,8 +41,8 @@ var otherCalls = []string{
 	"exit", "exit_group",
 }
 
-// archCalls are the hot calls whose names or presence differ between ABIs (the stat
-// of every walk first).
+// archCalls are the calls whose names or presence differ between ABIs; they are
+// checked first, as the stat of every walk is among them.
 var archCalls = map[string][]string{
 	"amd64": {"newfstatat", "epoll_wait", "getrlimit"},
 	"arm64": {"fstatat"},
@@ -55,13 +55,11 @@ var modeArg = map[string]uint32{
 	"openat": 3, "mkdirat": 2,
 }
 
-// threadFlags are what every thread the Go runtime or a C library starts has set;
-// clone is allowed only with them and without any flag that makes a namespace.
-const (
-	threadFlags = unix.CLONE_VM | unix.CLONE_THREAD | unix.CLONE_SIGHAND
-	nsFlags     = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
-		unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
-)
+// clone is allowed only with CLONE_THREAD (which the kernel accepts only with
+// CLONE_SIGHAND and CLONE_VM: a thread, never a process) and without any flag that
+// makes a namespace.
+const nsFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
+	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
 // fcntlCmds are the fcntl commands the runtime uses: descriptor and status flags and
 // duplication; no locks, leases, signal owners or pipe sizes.
