@@ -77,6 +77,7 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	defer shareLog.Close()
 	shares := newStreamShares(b.p, diskQuota(s.DiskQuota), shareLog, rlog)
+	shares.runAs(b.vmm.ID)
 	v, conn, err := b.boot(runCtx, s, rd, rlog)
 	res.Restored = b.restored
 	if err != nil {

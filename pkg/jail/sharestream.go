@@ -31,6 +31,18 @@ type streamShares struct {
 	// refusals bounds the warnings about refused streams: the guest names the tag and
 	// can ask again at will.
 	refusals lograte.Every
+	// lowerAs serves the host view's lowers: the run's own uid when crackbox is root.
+	lowerAs *sharefs.Ident
+}
+
+// runAs makes the run's own identity (its QEMU's, claimed for this run alone) the one
+// that reads the host view's lowers, so no other run or host daemon shares that uid
+// with a server the guest drives. Without one (nil, or a placeholder not yet claimed)
+// they are read as nobody.
+func (s *streamShares) runAs(id *vmmIdentity) {
+	if id != nil && id.PerRun && id.claim != nil {
+		s.lowerAs = &sharefs.Ident{UID: int(id.UID), GID: int(id.GID)}
+	}
 }
 
 func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
@@ -81,10 +93,12 @@ func (s *streamShares) config(sh streamShare) sharefs.Config {
 	}
 	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Hide: sh.Hide, Log: s.logw}
 	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
-	// plain root, as each directory's owner. A host-view lower is read as nobody, so
-	// only world-readable files reach the guest.
+	// plain root, as each directory's owner. A host-view lower is read as the run's own
+	// uid (else nobody), so only world-readable files reach the guest.
 	switch inv := InvokingUser(); {
 	case os.Geteuid() != 0:
+	case sh.lower && s.lowerAs != nil:
+		cfg.As = s.lowerAs
 	case sh.lower:
 		cfg.As = &sharefs.Ident{UID: NobodyUID, GID: NobodyGID}
 	case inv.UID != 0:

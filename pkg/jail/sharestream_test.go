@@ -1,13 +1,18 @@
 package jail
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/crackbox/crackbox/internal/proctest"
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 // TestStreamSharesPrestarted: every stream share has its server running before the guest
@@ -52,5 +57,48 @@ func TestStreamSharesPrestarted(t *testing.T) {
 	go s.serve("w1", h)
 	if _, err := io.ReadAll(g); err != nil {
 		t.Errorf("stream after close: %v", err)
+	}
+}
+
+// TestStreamSharesLowerAsRunUID: as root, the host view's /etc share server runs as the
+// run's own uid once the run has claimed one, and as nobody only without a claim.
+func TestStreamSharesLowerAsRunUID(t *testing.T) {
+	testreq.Root(t, "drops the share server to the run's uid")
+	etc := t.TempDir()
+	if err := os.Chmod(filepath.Dir(etc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &plan{lowers: []share{{Tag: "etc", Host: etc, Target: "/etc", FS: FSStream, ReadOnly: true}}}
+	const runUID = VMMUIDBase + 0xfff1
+	for _, c := range []struct {
+		name string
+		id   *vmmIdentity
+		want int
+	}{
+		{"claimed", &vmmIdentity{UID: runUID, GID: runUID, PerRun: true, claim: &uidClaim{UID: runUID}}, runUID},
+		{"unclaimed placeholder", perRunIdentity(nil), NobodyUID},
+		{"none", nil, NobodyUID},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newStreamShares(p, 0, io.Discard, slog.New(slog.DiscardHandler))
+			s.runAs(c.id)
+			s.start()
+			defer s.close()
+			pids := proctest.Children("crackbox-share")
+			if len(pids) != 1 {
+				t.Fatalf("%d share servers, want 1", len(pids))
+			}
+			// The server drops its uid as it confines itself; wait (a loaded machine)
+			// until it is under seccomp.
+			status := "/proc/" + strconv.Itoa(pids[0]) + "/status"
+			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if b, _ := os.ReadFile(status); bytes.Contains(b, []byte("Seccomp:\t2")) {
+					break
+				}
+			}
+			if uid, ok := procUID(pids[0]); !ok || int(uid) != c.want {
+				t.Errorf("host view share server runs as uid %d (%v), want %d", uid, ok, c.want)
+			}
+		})
 	}
 }

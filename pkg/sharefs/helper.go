@@ -37,6 +37,9 @@ type Ident struct{ UID, GID int }
 type helperConfig struct {
 	UID, GID int
 	Chroot   bool // crackbox is root: chroot into the share and drop to the owner
+	// UserNS: crackbox is not root and the server has a user namespace of its own,
+	// where it holds CAP_SYS_CHROOT (ambient) to chroot into the share and then drops.
+	UserNS   bool
 	ReadOnly bool
 	Quota    int64
 	Hide     []string

@@ -119,9 +119,9 @@ func enterShare() error {
 	return unix.Chdir("/")
 }
 
-// dropChroot is stage two of a root-owned share: chroot, then give up the one
-// capability this thread holds. Runtime threads started before keep it, unusable: the
-// filter refuses chroot.
+// dropChroot is stage two of a root-owned share, and the only stage of a server in a
+// user namespace of its own: chroot, then give up the one capability this thread
+// holds. Runtime threads started before keep it, unusable: the filter refuses chroot.
 func dropChroot() error {
 	if err := enterShare(); err != nil {
 		return err
@@ -137,7 +137,7 @@ func dropChroot() error {
 // serveLocked is the last stage: check that no capability is left, install the seccomp
 // filter, and serve 9p on connFD until the host closes it.
 func serveLocked(hc helperConfig) error {
-	if hc.Chroot && hc.UID == 0 {
+	if (hc.Chroot && hc.UID == 0) || hc.UserNS {
 		runtime.LockOSThread()
 		if err := dropChroot(); err != nil {
 			return err
@@ -149,11 +149,18 @@ func serveLocked(hc helperConfig) error {
 	if hc.Chroot && (os.Getuid() != hc.UID || os.Getgid() != hc.GID) {
 		return fmt.Errorf("running as %d:%d, want %d:%d", os.Getuid(), os.Getgid(), hc.UID, hc.GID)
 	}
-	// A change of credentials cleared the parent-death signal.
+	// A change of credentials cleared the parent-death signal. Not dumpable: another
+	// process of the same uid (the run's QEMU, for the host view) cannot trace it.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
+	}
 	unix.Umask(0)
 	if err := loadFilter(); err != nil {
 		return err
+	}
+	if afterConfine != nil {
+		afterConfine()
 	}
 	fs := &fsys{root: dirFD, readOnly: hc.ReadOnly, hidden: map[string]bool{}}
 	for _, h := range hc.Hide {
@@ -171,6 +178,10 @@ func serveLocked(hc helperConfig) error {
 	}
 	return p9.NewServer(attacher{fs: fs}).Handle(conn, conn)
 }
+
+// afterConfine runs in the share server once it is fully confined, before it serves.
+// Only tests set it, to act as a compromised server would.
+var afterConfine func()
 
 // noCapabilities fails unless every capability set of this thread is empty.
 func noCapabilities() error {

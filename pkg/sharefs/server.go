@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -66,21 +67,42 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: socketpair: %w", ErrServe, err)
 	}
 
-	b, _ := json.Marshal(hc)
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{"crackbox-share"}
-	cmd.Env = []string{envKey + "=" + string(b)}
-	cmd.ExtraFiles = []*os.File{remote, dir}
-	cmd.Stdout, cmd.Stderr = cfg.Log, cfg.Log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	hc.UserNS = !hc.Chroot
+	cmd := helperCommand(hc, remote, dir, cfg.Log, true)
+	err = cmd.Start()
+	if err != nil && nsRefused(err) {
+		// Left in the host's namespaces, the server is still refused every socket and
+		// every signal to another process by its filter.
+		nsWarned.Do(func() {
+			log.Warn("share servers run in the host's namespaces: this host refuses them namespaces of their own", "err", err)
+		})
+		hc.UserNS = false
+		cmd = helperCommand(hc, remote, dir, cfg.Log, false)
+		err = cmd.Start()
+	}
+	if err != nil {
 		local.Close()
 		return nil, fmt.Errorf("%w: start share server for %s: %w", ErrServe, cfg.Dir, err)
 	}
-	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid)
+	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid, "userns", hc.UserNS)
 	s := &Server{dir: cfg.Dir, cmd: cmd, local: local, log: log, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait() }()
 	return s, nil
+}
+
+// helperCommand is the share server's command; ns puts it in namespaces of its own.
+func helperCommand(hc helperConfig, conn, dir *os.File, logw io.Writer, ns bool) *exec.Cmd {
+	cmd := exec.Command("/proc/self/exe")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if ns {
+		sandbox(cmd, hc)
+	}
+	b, _ := json.Marshal(hc)
+	cmd.Args = []string{"crackbox-share"}
+	cmd.Env = []string{envKey + "=" + string(b)}
+	cmd.ExtraFiles = []*os.File{conn, dir}
+	cmd.Stdout, cmd.Stderr = logw, logw
+	return cmd
 }
 
 // Serve relays conn to the server until either side closes, then waits for the server

@@ -18,7 +18,7 @@ import (
 
 // startShare starts a real share server process for cfg, attaches a client with
 // message size msize, and returns the root and the server's pid.
-func startShare(t *testing.T, cfg Config, msize uint32) (p9.File, int) {
+func startShare(t testing.TB, cfg Config, msize uint32) (p9.File, int) {
 	t.Helper()
 	s, err := Start(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
