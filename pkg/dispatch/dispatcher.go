@@ -121,7 +121,7 @@ func (d *Dispatcher) result(o Outcome, j turn.Job) (turn.Result, error) {
 	if j.Stdout != nil && o.Output != "" {
 		j.Stdout.Write([]byte(o.Output))
 	}
-	res := turn.Result{Exit: o.Exit, ExecError: o.ExecError, Egress: o.Egress}
+	res := turn.Result{Exit: o.Exit, ExecError: o.ExecError, Egress: o.Egress, Guarded: o.Guarded}
 	if o.Error == "" {
 		return res, nil
 	}

@@ -64,6 +64,7 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 		Socket: ln.Addr().String(), MCPConn: tunnel, MemoryMiB: w.MemoryMiB, CPUs: w.CPUs, Stdout: &tail,
 	})
 	out.Exit, out.ExecError, out.Egress, out.Output = res.Exit, res.ExecError, res.Egress, string(tail.Bytes())
+	out.Guarded = res.Guarded
 	if err != nil {
 		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)
 	}

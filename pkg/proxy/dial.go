@@ -27,7 +27,8 @@ type verdict struct {
 // and the destination guard. An IP literal needs an address entry of the
 // client's allowlist covering it on that port; the guard then exempts the
 // list's address entries, not AllowCIDRs, which only widen where allowed
-// names may resolve to.
+// names may resolve to; with TenantLists it exempts AllowCIDRs alone, so a
+// list the operator did not write never widens the guard.
 func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host string, port int) verdict {
 	v := verdict{host: host, port: port}
 	h, err := allow.NormalizeHost(host)
@@ -45,7 +46,15 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 			}
 			return v
 		}
-		if err := p.guard(c.Allow.Prefixes(), a); err != nil {
+		exempt := c.Allow.Prefixes()
+		if cfg.tenantLists {
+			exempt = cfg.cidrs
+		}
+		if err := p.guard(exempt, a); err != nil {
+			v.reason, v.detail = ReasonPrivateAddress, err.Error()
+			return v
+		}
+		if err := p.refused(cfg, a, port); err != nil {
 			v.reason, v.detail = ReasonPrivateAddress, err.Error()
 			return v
 		}
@@ -60,6 +69,9 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 		return v
 	}
 	addrs, err := p.resolve(ctx, cfg, h)
+	if err == nil {
+		addrs, err = p.withoutRefused(cfg, h, addrs, port)
+	}
 	if err != nil {
 		v.detail = err.Error()
 		switch {

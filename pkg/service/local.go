@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,6 +27,9 @@ type Options struct {
 	Create        bool          // create the data dir and database when missing
 	// MaxTurnsPerDay is the instance default of the per-folder turn budget (0 = unlimited).
 	MaxTurnsPerDay int
+	// AllowCIDRs are the operator's proxy.allow_cidrs: the only private
+	// ranges a tenant's allowlist may name.
+	AllowCIDRs []netip.Prefix
 	// Store is a PostgreSQL URL (postgres://…) holding the database instead of the
 	// data dir's SQLite file; "" is SQLite.
 	Store string
