@@ -83,10 +83,10 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
-			if _, err := h.s.o.Control.AddFolder(admin(ctx), store.Folder{Path: in.Folder, AgentCommand: self.AgentCommand}); err != nil {
+			if _, err := h.s.o.Control.AddFolder(h.admin(ctx), store.Folder{Path: in.Folder, AgentCommand: self.AgentCommand}); err != nil {
 				return "", err
 			}
-			r, err := h.s.o.Control.AddRoute(admin(ctx), router.Route{Seq: RegisterSeq, Match: "chat_jid=" + in.ChatJID, Target: in.Folder})
+			r, err := h.s.o.Control.AddRoute(h.admin(ctx), router.Route{Seq: RegisterSeq, Match: "chat_jid=" + in.ChatJID, Target: in.Folder})
 			if err != nil {
 				return "", fmt.Errorf("folder %s created, route failed: %w", in.Folder, err)
 			}

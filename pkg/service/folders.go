@@ -76,10 +76,17 @@ func (l *Local) RemoveFolder(ctx context.Context, path string) error {
 	if err := l.check(ctx, "folder:rm", path); err != nil {
 		return err
 	}
+	gone, err := l.routesOf(ctx, path)
+	if err != nil {
+		return err
+	}
 	if err := l.st.DeleteFolder(ctx, path); err != nil {
 		return err
 	}
 	l.invalidate()
+	for _, r := range gone {
+		l.auditRoute(ctx, "route:rm", &r, nil)
+	}
 	moved, err := folder.RetireHome(l.opts.DataDir, path, time.Now())
 	if err != nil {
 		slog.ErrorContext(ctx, "folder removed, home not moved aside", "folder", path, "err", err)
@@ -117,11 +124,13 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 	if err := l.routeFits(ctx, r); err != nil {
 		return r, err
 	}
+	r.Owner = l.actor(ctx)
 	out, err := l.st.InsertRoute(ctx, r)
 	if err != nil {
 		return r, err
 	}
 	l.invalidate()
+	l.auditRoute(ctx, "route:add", nil, &out)
 	return out, nil
 }
 
@@ -161,7 +170,9 @@ func (l *Local) ListRoutes(ctx context.Context) ([]router.Route, error) {
 	return l.st.ListRoutes(ctx)
 }
 
-// RemoveRoute deletes a route; needs route:rm on its target folder.
+// RemoveRoute deletes a route; needs route:rm on its target folder, and a
+// caller without route:rm on the whole tree removes only a route it added
+// (mayRemoveRoute). Every change of the table is audited with the route.
 func (l *Local) RemoveRoute(ctx context.Context, id int64) error {
 	r, err := l.st.GetRoute(ctx, id)
 	if err != nil {
@@ -170,9 +181,13 @@ func (l *Local) RemoveRoute(ctx context.Context, id int64) error {
 	if err := l.check(ctx, "route:rm", routeScope(r.Target)); err != nil {
 		return err
 	}
+	if err := l.mayRemoveRoute(ctx, r); err != nil {
+		return err
+	}
 	if err := l.st.DeleteRoute(ctx, id); err != nil {
 		return err
 	}
 	l.invalidate()
+	l.auditRoute(ctx, "route:rm", &r, nil)
 	return nil
 }

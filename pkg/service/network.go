@@ -67,7 +67,7 @@ func (l *Local) guardEntry(ctx context.Context, r store.NetworkRule) error {
 		if !proxy.SpecialPurpose(p) || coveredBy(l.opts.AllowCIDRs, p) {
 			continue
 		}
-		return l.gate.Refuse(ctx, acl.Decision{Principal: l.principal(ctx), Action: "network:allow", Scope: r.Folder,
+		return l.gate.Refuse(ctx, acl.Decision{Principal: l.actor(ctx), Action: "network:allow", Scope: r.Folder,
 			Reason: fmt.Sprintf("%s is a loopback, private, link-local or other special-purpose range; only the operator's proxy.allow_cidrs in arizuko.toml open one to turns", r.Host)})
 	}
 	return nil
