@@ -7,6 +7,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -89,6 +90,11 @@ func (l *Local) SetSecret(ctx context.Context, in SecretIn) error {
 		if _, err := l.st.GetFolder(ctx, id); err != nil {
 			return err
 		}
+	}
+	// Any secret may be injected by a later grant; one injection refuses
+	// would fail every turn of the folder until it changes.
+	if err := inject.CheckValue(in.Name, in.Value); err != nil {
+		return invalid("%w", err)
 	}
 	sealed, err := r.Seal(secrets.AAD(kind, id, in.Name), []byte(in.Value))
 	if err != nil {

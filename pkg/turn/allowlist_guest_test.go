@@ -20,9 +20,10 @@ import (
 )
 
 // hostProbe is acme's agent: it fetches the host's loopback-only service
-// through the turn's proxy, then lets the scripted agent call the tool the
+// through the turn's proxy (curl skips the proxy for 127.0.0.1 unless
+// told), then lets the scripted agent call the tool the
 // message names.
-const hostProbe = `curl -sS -o $HOME/body.txt -D $HOME/head.txt -w 'CHECK host %%{http_code}\n' http://127.0.0.1:%d/ > $HOME/out.txt 2>&1
+const hostProbe = `curl -sS --noproxy '' -x "$HTTP_PROXY" -o $HOME/body.txt -D $HOME/head.txt -w 'CHECK host %%{http_code}\n' http://127.0.0.1:%d/ > $HOME/out.txt 2>&1
 exec python3 %s/agent.py`
 
 // A tenant holding network:allow on its own folder, in a real guest: its
@@ -52,7 +53,7 @@ func TestGuestTenantAllowlistKeepsHostShut(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "agent.py"), agent, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:acme", Action: "network:allow", Scope: "acme", Effect: acl.Allow}); err != nil {
+	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:acme", Action: "mcp:network_allow", Scope: "acme", Effect: acl.Allow}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.st.SetNetworkRule(ctx, store.NetworkRule{Folder: "acme", Host: fmt.Sprintf("127.0.0.1:%d", port), Effect: "allow"}); err != nil {
