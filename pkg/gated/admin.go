@@ -81,7 +81,7 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
-			var out []router.Route
+			out := []router.Route{} // an empty list, never null
 			for _, r := range rs {
 				if t, err := router.ParseTarget(r.Target); err == nil && folder.Within(t.Folder, h.t.Folder) {
 					out = append(out, r)

@@ -119,6 +119,13 @@ func (l *Local) ListNetwork(ctx context.Context, f string) (NetworkView, error) 
 	if err != nil {
 		return NetworkView{}, err
 	}
+	// Lists answer [] when empty, never null.
+	if rules == nil {
+		rules = []store.NetworkRule{}
+	}
+	if eff == nil {
+		eff = []string{}
+	}
 	return NetworkView{Folder: f, Rules: rules, Effective: eff}, nil
 }
 
