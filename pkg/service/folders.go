@@ -58,10 +58,12 @@ func (l *Local) createFolder(ctx context.Context, f store.Folder) error {
 
 // ListFolders lists every folder; needs folder:read on the whole tree.
 func (l *Local) ListFolders(ctx context.Context) ([]store.Folder, error) {
-	if err := l.check(ctx, "folder:read", ""); err != nil {
+	show, err := l.visible(ctx, "folder:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListFolders(ctx)
+	fs, err := l.st.ListFolders(ctx)
+	return filter(fs, show, func(f store.Folder) string { return f.Path }), err
 }
 
 // RemoveFolder deletes a childless folder's row with what belongs to it:
@@ -115,6 +117,16 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 	if err := r.Validate(); err != nil {
 		return r, err
 	}
+	if err := noFormat("route match", r.Match); err != nil {
+		return r, err
+	}
+	if m, err := router.ParseMatch(r.Match); err == nil {
+		if chat, ok := m.Literal("chat_jid"); ok {
+			if err := ValidChatJID(chat); err != nil {
+				return r, err
+			}
+		}
+	}
 	if err := l.check(ctx, "route:add", routeScope(r.Target)); err != nil {
 		return r, err
 	}
@@ -164,10 +176,12 @@ func (l *Local) routeFits(ctx context.Context, r router.Route) error {
 
 // ListRoutes lists the table in resolution order; needs route:read on the tree.
 func (l *Local) ListRoutes(ctx context.Context) ([]router.Route, error) {
-	if err := l.check(ctx, "route:read", ""); err != nil {
+	show, err := l.visible(ctx, "route:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListRoutes(ctx)
+	rs, err := l.st.ListRoutes(ctx)
+	return filter(rs, show, func(r router.Route) string { return routeScope(r.Target) }), err
 }
 
 // RemoveRoute deletes a route; needs route:rm on its target folder, and a

@@ -118,10 +118,17 @@ func (l *Local) RemoveSecret(ctx context.Context, scope, name string) error {
 // ListSecrets lists names (never values) of one scope, or all when scope is "".
 func (l *Local) ListSecrets(ctx context.Context, scope string) ([]store.SecretName, error) {
 	if scope == "" {
-		if err := l.check(ctx, "secret:read", ""); err != nil {
+		show, err := l.visible(ctx, "secret:read")
+		if err != nil {
 			return nil, err
 		}
-		return l.st.ListSecretNames(ctx, "", "")
+		ns, err := l.st.ListSecretNames(ctx, "", "")
+		return filter(ns, show, func(n store.SecretName) string {
+			if n.ScopeKind == "folder" {
+				return n.ScopeID
+			}
+			return ""
+		}), err
 	}
 	kind, id, s, err := secretScope(scope)
 	if err != nil {
