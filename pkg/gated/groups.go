@@ -95,8 +95,8 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 	add(srv, "fork_topic", "Start a topic with a fresh session and a copy of the parent topic's session state.",
 		schema("parent:string", "child:string"),
 		func(ctx context.Context, in forkIn) (string, error) {
-			if in.Child == "" || strings.ContainsAny(in.Child, "#/\\\x00") || len(in.Child) > 64 {
-				return "", fmt.Errorf("child topic %q: want 1..64 characters without #, / or \\: %w", in.Child, ErrInvalid)
+			if err := router.ValidateTopic(in.Child); err != nil {
+				return "", fmt.Errorf("child %w", err)
 			}
 			if err := h.check(ctx, "fork_topic", h.t.Folder); err != nil {
 				return "", err

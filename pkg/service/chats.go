@@ -34,6 +34,39 @@ func ValidChatJID(jid string) error {
 			return invalid("chat_jid %q has %q: spaces and control characters are not allowed in a chat jid", jid, r)
 		}
 	}
+	if err := noFormat("chat_jid", jid); err != nil {
+		return err
+	}
+	p, _, _ := strings.Cut(jid, ":")
+	if asciiPlatform(p) {
+		for _, r := range jid {
+			if r > unicode.MaxASCII {
+				return invalid("chat_jid %q has %q: %s ids are ASCII, and a letter beyond ASCII here is a look-alike of another chat (U+%04X)", jid, r, p, r)
+			}
+		}
+	}
+	return nil
+}
+
+// asciiPlatforms are the platforms whose chat ids are ASCII: a chat jid of
+// theirs with any other character can only pass for another chat, so it is
+// refused rather than judged by what it looks like.
+var asciiPlatforms = map[string]bool{"web": true, "webchat": true, "term": true, "slack": true, "tg": true,
+	"telegram": true, "discord": true, "irc": true, "sms": true, "whatsapp": true}
+
+func asciiPlatform(p string) bool {
+	return asciiPlatforms[p] || strings.HasPrefix(p, "term-")
+}
+
+// noFormat refuses format characters (Unicode Cf: bidi overrides and
+// isolates such as U+202E, zero-width spaces and joiners) in an identifier:
+// they make one name display as another.
+func noFormat(field, s string) error {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return invalid("%s %q has U+%04X, a format or bidi control; identifiers may not hold one", field, s, r)
+		}
+	}
 	return nil
 }
 
