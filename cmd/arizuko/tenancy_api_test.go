@@ -65,6 +65,7 @@ var tenancyTable = []tenancyRow{
 	{"POST /v1/members", "/v1/members", `{"member":"folder:acme/sub","role":"role:new-{who}"}`, deny, deny, deny, ok},
 	{"DELETE /v1/members", "/v1/members?member=folder:acme/sub&role=role:del-{who}", "", deny, deny, deny, ok},
 	{"GET /v1/audit", "/v1/audit?limit=1000", "", ok, mine, mine, ok},
+	{"GET /v1/metrics", "/v1/metrics", "", ok, deny, deny, ok},
 	{"GET /v1/network", "/v1/network?folder=acme", "", ok, deny, ok, ok},
 	{"POST /v1/network", "/v1/network", `{"folder":"acme","host":"new-{who}.example.com","effect":"allow"}`, deny, deny, ok, ok},
 	{"DELETE /v1/network", "/v1/network?folder=acme&host=del-{who}.example.com", "", deny, deny, ok, ok},

@@ -183,6 +183,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, code
 	case service.CodeUnavailable:
 		return http.StatusServiceUnavailable, code
+	case service.CodeLimit:
+		return http.StatusTooManyRequests, code
 	}
 	return http.StatusInternalServerError, service.CodeInternal
 }

@@ -35,6 +35,11 @@ type forkIn struct {
 // the lowest a tenant's route may have, so the operator's routes keep precedence.
 const RegisterSeq = service.TenantRouteSeq
 
+// observeLimiter is the control plane's limit on a tenant's observe edges.
+type observeLimiter interface {
+	LimitObserve(ctx context.Context, observer string) error
+}
+
 func (h *handler) registerGroups(srv *mcp.Server) {
 	add(srv, "observe_group", "Include another folder's recent messages in this folder's prompts.", schema("source:string"),
 		func(ctx context.Context, in sourceIn) (string, error) {
@@ -43,6 +48,11 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			}
 			if err := h.check(ctx, "observe_group", in.Source); err != nil {
 				return "", err
+			}
+			if lim, ok := h.s.o.Control.(observeLimiter); ok {
+				if err := lim.LimitObserve(ctx, h.t.Folder); err != nil {
+					return "", err
+				}
 			}
 			if err := h.s.o.Store.AddObserver(ctx, h.t.Folder, in.Source); err != nil {
 				return "", err

@@ -43,6 +43,9 @@ func (l *Local) createFolder(ctx context.Context, f store.Folder) error {
 	if _, err := folder.Path(l.opts.DataDir, f.Path); err != nil {
 		return err
 	}
+	if err := l.limitFolders(ctx, f.Path); err != nil {
+		return err
+	}
 	if err := l.st.InsertFolder(ctx, f, folder.Parent(f.Path)); err != nil {
 		return err
 	}
@@ -134,6 +137,9 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 		return r, err
 	}
 	if err := l.routeFits(ctx, r); err != nil {
+		return r, err
+	}
+	if err := l.limitRoutes(ctx, r); err != nil {
 		return r, err
 	}
 	r.Owner = l.actor(ctx)

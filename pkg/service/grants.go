@@ -29,6 +29,9 @@ func (l *Local) AddGrant(ctx context.Context, g acl.Grant) (acl.Grant, error) {
 	if err := l.gate.CheckGrant(ctx, l.principal(ctx), g); err != nil {
 		return g, err
 	}
+	if err := l.limitGrants(ctx, g); err != nil {
+		return g, err
+	}
 	out, err := l.st.InsertGrant(ctx, g)
 	if err != nil {
 		return g, err

@@ -93,6 +93,9 @@ func (l *Local) PostMessage(ctx context.Context, in MessageIn) (Ingest, error) {
 	if err := l.check(ctx, "message:post", res.Folder); err != nil {
 		return Ingest{}, err
 	}
+	if err := l.limitMessages(ctx, res.Folder); err != nil {
+		return Ingest{}, err
+	}
 	if res.PerSender {
 		if _, err := l.st.GetFolder(ctx, res.Folder); errors.Is(err, store.ErrNotFound) {
 			if err := l.createFolder(ctx, store.Folder{Path: res.Folder}); err != nil && !errors.Is(err, store.ErrExists) {

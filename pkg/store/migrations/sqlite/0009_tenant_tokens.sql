@@ -6,10 +6,10 @@ CREATE TABLE api_tokens_new (
 	name       TEXT NOT NULL UNIQUE,
 	kind       TEXT NOT NULL CHECK (kind IN ('admin', 'read', 'adapter', 'runner', 'tenant')),
 	platform   TEXT NOT NULL DEFAULT '', -- adapter tokens only
-	tenant     TEXT NOT NULL DEFAULT '', -- tenant tokens only
 	sum        BLOB NOT NULL UNIQUE,
 	created_by TEXT NOT NULL DEFAULT '',
-	created_at INTEGER NOT NULL
+	created_at INTEGER NOT NULL,
+	tenant     TEXT NOT NULL DEFAULT '' -- tenant tokens only
 );
 INSERT INTO api_tokens_new (id, name, kind, platform, sum, created_by, created_at)
 	SELECT id, name, kind, platform, sum, created_by, created_at FROM api_tokens;
