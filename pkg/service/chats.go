@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtibben/confusables"
+
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -120,6 +122,9 @@ func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (cl
 		}
 		sure = sure || cl.Sure
 	}
+	if cl, ok := lookAlike(rs, chat, tenant); ok {
+		return cl, true, nil
+	}
 	if sure {
 		return claim, false, nil
 	}
@@ -137,8 +142,38 @@ func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (cl
 	return claim, false, nil
 }
 
+// lookAlike finds a route naming another tenant's chat that chat looks
+// like: the same Unicode TR39 skeleton ("mail:bob@exаmple.com" with a
+// Cyrillic a, "mail:bob@example.com"), so a user would take one for the other.
+func lookAlike(rs []router.Route, chat, tenant string) (router.Claim, bool) {
+	sk := confusables.Skeleton(chat)
+	for _, r := range rs {
+		m, err := router.ParseMatch(r.Match)
+		if err != nil {
+			continue
+		}
+		other, ok := m.Literal("chat_jid")
+		if !ok || other == chat || confusables.Skeleton(other) != sk {
+			continue
+		}
+		t, err := router.ParseTarget(r.Target)
+		if err != nil {
+			continue
+		}
+		cl := router.Claim{RouteID: r.ID, Seq: r.Seq, Match: r.Match, Folder: t.Folder, Like: other}
+		if cl.Tenant() != tenant {
+			return cl, true
+		}
+	}
+	return router.Claim{}, false
+}
+
 // ClaimReason says why a claim makes a chat another tenant's, for a refusal.
 func ClaimReason(chat string, cl router.Claim, tenant string) string {
+	if cl.Like != "" {
+		return fmt.Sprintf("chat %s looks like %s (the same Unicode TR39 skeleton), which route %d sends to %s, another tenant than %s",
+			chat, cl.Like, cl.RouteID, cl.Folder, tenant)
+	}
 	if cl.Engaged {
 		return fmt.Sprintf("chat %s is engaged with %s, where it goes when no route takes it, another tenant than %s", chat, cl.Folder, tenant)
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -45,5 +46,26 @@ func TestLookalikesAndBidiRefused(t *testing.T) {
 	// A platform whose ids are not ASCII keeps them; text keeps any letter.
 	if _, err := l.PostMessage(admin, MessageIn{ChatJID: "mail:josé@example.com", Platform: "mail", Text: "\u202eolleh"}); err != nil {
 		t.Errorf("mail chat with an accent: %v", err)
+	}
+}
+
+// On a platform whose ids are not ASCII, a tenant's route for a chat that
+// looks like another tenant's (the same TR39 skeleton) is refused and
+// audited; a chat that merely shares letters passes.
+func TestLookalikeClaimRefused(t *testing.T) {
+	l, admin, acme := acmeAdmin(t)
+	if _, err := l.AddRoute(admin, router.Route{Seq: 10, Match: "chat_jid=mail:bob@example.com", Target: "globex"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.AddRoute(acme, router.Route{Seq: 100, Match: "chat_jid=mail:bob@ex\u0430mple.com", Target: "acme"})
+	if Code(err) != CodeDenied || !strings.Contains(err.Error(), "looks like mail:bob@example.com") {
+		t.Fatalf("look-alike route: %v", err)
+	}
+	a, _ := l.Store().ListAudit(context.Background(), 1)
+	if len(a) != 1 || a[0].Principal != "user:acme-admin" || a[0].Decision != "deny" || !strings.Contains(a[0].Reason, "TR39") {
+		t.Fatalf("audit %+v", a)
+	}
+	if _, err := l.AddRoute(acme, router.Route{Seq: 100, Match: "chat_jid=mail:b\u00f6b@example.com", Target: "acme"}); err != nil {
+		t.Fatalf("a different name with an accent: %v", err)
 	}
 }
