@@ -1,9 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -56,4 +59,51 @@ func orBody(path string) string {
 		return "(the body)"
 	}
 	return path
+}
+
+// invalidString names the first string of v (by its JSON field path) that
+// is not UTF-8, or "": the client refuses such a request itself, since
+// encoding/json would send U+FFFD in its place.
+func invalidString(v reflect.Value, path string) string {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			return invalidString(v.Elem(), path)
+		}
+	case reflect.String:
+		if !utf8.ValidString(v.String()) {
+			return orBody(path)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "-" {
+				continue
+			}
+			p := path
+			if !f.Anonymous {
+				p = join(path, cmp.Or(name, f.Name))
+			}
+			if s := invalidString(v.Field(i), p); s != "" {
+				return s
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if s := invalidString(v.Index(i), path+"["+strconv.Itoa(i)+"]"); s != "" {
+				return s
+			}
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			if s := invalidString(v.MapIndex(k), join(path, fmt.Sprint(k.Interface()))); s != "" {
+				return s
+			}
+		}
+	}
+	return ""
 }
