@@ -12,12 +12,17 @@ VERSION  ?= $(shell git describe --tags --dirty 2>/dev/null)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 LDFLAGS  := -X github.com/crackbox/crackbox/pkg/buildinfo.version=$(VERSION) -X github.com/crackbox/crackbox/pkg/buildinfo.revision=$(REVISION)
 
-.PHONY: all build deps kernel debian-kernel guest-init demo install dist test test-fresh test-install test-units vet bench clean
+.PHONY: all build deps test-deps kernel debian-kernel guest-init demo install dist test test-fresh test-install test-units vet bench clean
 
 all: build
 
+# deps is what running crackbox needs (QEMU, the kernel build's tools, nftables);
+# test-deps adds what the test suite drives (Chromium, PostgreSQL, Claude Code).
 deps:
 	$(SUDO) scripts/deps.sh
+
+test-deps: deps
+	$(SUDO) scripts/deps.sh test
 
 build: guest-init
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/crackbox ./cmd/crackbox
@@ -57,22 +62,22 @@ vet:
 
 # First-run paths (missing run dir base, empty cache, busy ports) in
 # directories no earlier run on this machine has touched.
-test-fresh: deps kernel guest-init
+test-fresh: test-deps kernel guest-init
 	scripts/test-fresh.sh
 
 # Install into a temporary prefix and run crackbox and arizuko serve from it with
 # no checkout, no Go toolchain on PATH and an empty HOME.
-test-install: deps kernel build
+test-install: test-deps kernel build
 	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) scripts/test-install.sh
 
 # The systemd units load (systemd-analyze verify) and keep their sandboxing.
-test-units: deps build
+test-units: test-deps build
 	scripts/test-units.sh
 
 # The VM tests find the kernel and guest-init through these variables. Under
 # CRACKBOX_TEST_REQUIRE=all a missing prerequisite fails its test instead of skipping it;
 # testsum ends with "N passed, N failed, N skipped" and fails the run on any skip.
-test: deps kernel debian-kernel guest-init vet test-fresh test-install test-units
+test: test-deps kernel debian-kernel guest-init vet test-fresh test-install test-units
 	$(GO) build -o $(BIN)/testsum ./internal/testsum
 	CRACKBOX_TEST_REQUIRE=all GO=$(GO) \
 	CRACKBOX_KERNEL=$$(guestfs/kernel/build.sh 2>/dev/null | tail -1) \

@@ -20,6 +20,7 @@
 //	pkg/proc            process start times from /proc
 //	pkg/buildinfo       the version behind --version and /health
 //	internal/lograte    rate-limited warnings for what a guest or client can trigger at will
+//	internal/hostfile   opens operator-named files without following planted symlinks
 //
 // crackbox alone (cmd/crackbox):
 //

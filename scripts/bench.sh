@@ -260,10 +260,20 @@ bench_arizuko() {
   log "report written to $OUT/arizuko.txt"
 }
 
+# Shares: file-heavy steps and real jobs in a read-write workdir against the guest's
+# /tmp, one guest per group (bench/share). The table goes to $OUT/share.md.
+bench_share() {
+  mkdir -p "$OUT"
+  log "share benchmark (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+  bench/share/run.sh bin/crackbox --memory 1G | tee "$OUT/share.md"
+  log "report written to $OUT/share.md"
+}
+
 case "${BENCH_ONLY:-all}" in
   proxy) bench_proxy ;;
+  share) bench_share ;;
   jail) bench_jail ;;
   netjail) bench_netjail ;;
   arizuko) bench_arizuko ;;
-  *) bench_proxy; bench_jail; bench_netjail; bench_arizuko ;;
+  *) bench_proxy; bench_jail; bench_netjail; bench_arizuko; bench_share ;;
 esac

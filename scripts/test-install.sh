@@ -41,11 +41,51 @@ if "${clean[@]}" sh -c 'command -v go' >/dev/null; then
 fi
 "${clean[@]}" crackbox --version
 "${clean[@]}" crackbox setup --dry-run | grep -q "kernel: $prefix/lib/crackbox/vmlinux"
-cd "$tmp"
+# One guest checks three things a script author relies on: the installed copy runs a
+# guest; -q leaves stderr to the command alone (no tcg or confinement notes, no
+# warnings); the guest's PATH is the caller's with the entries it cannot see dropped
+# (the prefix and a missing dir are outside the guest's view, the workdir's tools are in it).
+work=$tmp/work
+mkdir -p "$work/tools/bin"
+printf '#!/bin/sh\necho tool-ok\n' > "$work/tools/bin/cbtool"
+chmod 0755 "$work/tools/bin/cbtool"
+cd "$work"
 # Hold a guest slot of pkg/jail/jailtest, so this guest counts against the machine's cap.
 slot=${TMPDIR:-/tmp}/crackbox-guest-slot-0.lock
-out=$(flock "$slot" "${clean[@]}" crackbox run --net none --no-workdir -- sh -c 'echo installed-ok')
-[ "$out" = installed-ok ] || { echo "test-install: crackbox run printed: $out" >&2; exit 1; }
+callpath="$prefix/bin:$work/tools/bin:$tmp/not-there:/usr/sbin:/usr/bin:/sbin:/bin"
+out=$(flock "$slot" env -i PATH="$callpath" HOME="$tmp/home" CRACKBOX_RUN_DIR="$tmp/run" CRACKBOX_RUNS_DIR="$tmp/runs" \
+  crackbox run -q --net none -- sh -c 'echo installed-ok; echo "PATH=$PATH"; cbtool' 2>"$tmp/run.err") ||
+  { echo "test-install: crackbox run failed:" >&2; cat "$tmp/run.err" >&2; exit 1; }
+want="installed-ok
+PATH=$work/tools/bin:/usr/sbin:/usr/bin:/sbin:/bin
+tool-ok"
+[ "$out" = "$want" ] || { printf 'test-install: crackbox run printed:\n%s\nwant:\n%s\n' "$out" "$want" >&2; exit 1; }
+if [ -s "$tmp/run.err" ]; then
+  echo "test-install: crackbox run -q wrote to stderr:" >&2
+  cat "$tmp/run.err" >&2
+  exit 1
+fi
+
+# Arguments that cannot work are refused before boot: status 125 and one line naming
+# the fix, from the installed copy (no guest slot: nothing boots).
+mask=/etc/ssl/private
+[ -e "$mask" ] || mask=/etc/shadow
+refuse() {
+  want=$1; shift
+  rc=0
+  "${clean[@]}" crackbox run -q --net none "$@" -- true 2>"$tmp/refuse.err" || rc=$?
+  if [ "$rc" -ne 125 ] || [ "$(wc -l <"$tmp/refuse.err")" -ne 1 ] || ! grep -qF -- "$want" "$tmp/refuse.err"; then
+    echo "test-install: crackbox run $* ended $rc, want 125 and one line naming \"$want\":" >&2
+    cat "$tmp/refuse.err" >&2
+    exit 1
+  fi
+}
+refuse "mount it elsewhere" -v "$work:$mask/x"
+refuse "drop one of them" --no-workdir -w "$work"
+refuse "use -w $work" -v "$work:/src" -w /src
+refuse "(--cpus)" --cpus "$(( $(nproc) + 1 ))"
+refuse "(--memory)" --memory 1000G
+cd "$tmp"
 
 # Without an installed kernel, setup names the installed build script.
 mv "$prefix/lib/crackbox/vmlinux" "$tmp/vmlinux"

@@ -93,6 +93,9 @@ func TestRunWarnings(t *testing.T) {
 			[]string{"--allow '*' lets the command reach every public host"}, nil},
 		{"allow named hosts", nil, nil, []string{"run", "--allow", "*.example.com", "--kernel", "/nonexistent/vmlinux", "--", "true"},
 			nil, []string{"--allow '*'"}},
+		{"quiet leaves only the error that fails the run", pipe(), []string{"CRACKBOX_KERNAL=/x"},
+			[]string{"run", "-q", "--net", "none", "--kernel", "/nonexistent/vmlinux", "--", "cat"},
+			[]string{"/nonexistent/vmlinux"}, []string{"-i is not set", "CRACKBOX_KERNAL", "warning"}},
 		{"misspelt variable", nil, []string{"CRACKBOX_KERNAL=/x", "CRACKBOX_PROXY_LISTEN=:0", "CRACKBOX_RUN_DIR=/tmp/x"}, []string{"runs", "ls"},
 			[]string{"unknown environment variable CRACKBOX_KERNAL"}, []string{"CRACKBOX_PROXY_LISTEN", "CRACKBOX_RUN_DIR"}},
 	} {

@@ -14,11 +14,12 @@ import (
 func init() {
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove the taps, nftables tables, address and vmm uid claims of crackbox runs that were killed",
+		Short: "Remove the run dirs, cgroups, taps, nftables tables, address and vmm uid claims of crackbox runs that were killed",
 		Long: `Remove the leftovers of crackbox runs whose process is gone (killed with SIGKILL,
-or lost with the machine): their tap devices, nftables tables and address claims, and
-the claims on QEMU's per-run uids (killing any process still running as one). Objects
-of live runs are never touched. Every crackbox run does the network part first.`,
+or lost with the machine): their run directories and cgroup leaves, their tap devices,
+nftables tables and address claims, and the claims on QEMU's per-run uids (killing any
+process still running as one). Objects of live runs are never touched. Every crackbox
+run does the network part first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGC(cmd.OutOrStdout())
@@ -29,6 +30,7 @@ of live runs are never touched. Every crackbox run does the network part first.`
 
 func runGC(w io.Writer) error {
 	removed, uidErr := jail.GCVMMUIDs(jail.DefaultRunDirBase())
+	removed = append(removed, jail.GCRuns(jail.DefaultRunDirBase())...)
 	if err := netjail.Available(); err != nil {
 		for _, r := range removed {
 			fmt.Fprintln(w, "removed", r)

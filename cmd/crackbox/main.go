@@ -24,7 +24,9 @@ var root = &cobra.Command{
 func init() {
 	root.SetVersionTemplate("crackbox {{.Version}}\n")
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
-		warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
+		if quiet, _ := cmd.Flags().GetBool("quiet"); !quiet {
+			warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
+		}
 	}
 }
 

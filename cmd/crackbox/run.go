@@ -43,6 +43,7 @@ type runFlags struct {
 	env, envFiles, volumes  []string
 	workdir                 string
 	noWorkdir, ro, force    bool
+	systemShare             bool // --allow-system-share
 	root, debug             bool
 	rootfs, machine, hostnm string
 	snapshot                string
@@ -66,8 +67,17 @@ everything) and nothing else. As root the guest gets a tap device whose traffic
 nftables confines to that proxy and its DNS responder (--net tap); otherwise it has
 no NIC and proxy-aware clients reach the proxy over the control channel
 (--net proxy-only). --net auto picks tap when possible. At exit a line on stderr
-names what was blocked (-q hides it); --learn allows nothing and prints the --allow
-list the command would have needed. Each run leaves a record: crackbox runs ls.
+names what was blocked; --learn allows nothing and prints the --allow list the
+command would have needed. Each run leaves a record: crackbox runs ls.
+
+What this host lacks (no usable KVM, so the guest runs under slow TCG; a VMM that
+cannot be fully confined) is one "crackbox: note:" line; crackbox doctor explains it.
+-q prints nothing of crackbox's own but the errors that make the run fail: no
+summary, no warnings, no notes (--learn's list still, it is what was asked for).
+
+The guest's PATH is the caller's PATH with the entries the guest cannot see dropped
+(a directory under /usr, /opt, the workdir or a volume stays; one under /tmp or an
+unshared home goes), so tools on the host's PATH are found; -e PATH=... wins.
 
 The exit status is the command's; 125 means crackbox itself failed (including a
 guest crash and --timeout), 126 the command is not executable, 127 not found,
@@ -104,6 +114,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.BoolVar(&rf.noWorkdir, "no-workdir", false, "share no work directory; the command starts in an empty $HOME")
 	f.BoolVar(&rf.ro, "ro", false, "share the work directory read-only")
 	f.BoolVar(&rf.force, "force", false, "allow sharing the home directory or credential directories (~/.ssh, ~/.aws, ...)")
+	f.BoolVar(&rf.systemShare, "allow-system-share", false, "allow read-write shares of system directories (/etc, /usr, /var, ...) and of crackbox's cache and run records")
 	f.BoolVar(&rf.root, "root", false, "run the command as root in the guest")
 	f.StringVar(&rf.rootfs, "rootfs", "", "use this directory tree as the guest root instead of the host view")
 	f.StringVar(&rf.machine, "machine", "microvm", "QEMU machine: microvm or q35 (needs a kernel with PCI)")
@@ -129,9 +140,9 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
 	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
 	f.StringArrayVar(&rf.net.allowCIDRs, "allow-cidr", nil, "private range allowed names may resolve into, e.g. 10.1.2.0/24; it opens no IP literal (name addresses in --allow for that), and this host's own addresses only when named exactly (a /32) (repeatable)")
-	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file (- is stderr)")
+	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file, rotated to FILE.1 at 8 MiB (- is stderr)")
 	f.BoolVar(&rf.net.learn, "learn", false, "allow nothing, record every host the command tries, print them as an --allow list")
-	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "do not print the blocked-egress summary at exit")
+	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "print nothing of crackbox's own but errors that fail the run (no blocked-egress summary, no warnings, no host notes)")
 	root.AddCommand(cmd)
 }
 
@@ -140,9 +151,13 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	log, _ := newLogger(cfg)
-	if rf.debug {
+	log, level := newLogger(cfg)
+	switch {
+	case rf.debug:
 		log, _ = newLogger(&config.Config{Log: config.Log{Level: "debug"}})
+	case rf.net.quiet:
+		// Quiet means crackbox's own output is only what makes the run fail.
+		level.Set(slog.LevelError)
 	}
 	spec, err := specFromFlags(cmd, cfg, argv, rf)
 	if err != nil {
@@ -150,13 +165,18 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	}
 	spec.Logger = log
 	spec.Debug = rf.debug
+	if !rf.debug {
+		spec.HostNotes = hostNotes(cmd.ErrOrStderr(), rf.net.quiet)
+	}
 	nopts, err := runNetOptions(cfg, rf, spec.Env)
 	if err != nil {
 		return err
 	}
 	nopts.Log, nopts.Proxy.Logger = log, log
 
-	warnAllowAll(cmd.ErrOrStderr(), nopts.Allow)
+	if !rf.net.quiet {
+		warnAllowAll(cmd.ErrOrStderr(), nopts.Allow)
+	}
 	resize := guestStdio(cmd, rf, &spec)
 
 	// Signals are caught before anything is built so that Ctrl-C or SIGTERM during
@@ -209,7 +229,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 func guestStdio(cmd *cobra.Command, rf runFlags, spec *jail.Spec) chan [2]uint16 {
 	if rf.interactive {
 		spec.Stdin = os.Stdin
-	} else {
+	} else if !rf.net.quiet {
 		warnStdinDropped(cmd.ErrOrStderr(), os.Stdin)
 	}
 	spec.Stdout, spec.Stderr = os.Stdout, os.Stderr
@@ -378,7 +398,11 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		Machine:   rf.machine,
 		Hostname:  rf.hostnm,
 		WorkdirRO: rf.ro,
+		// PATH names no secret; the guest keeps the entries it can see.
+		Path: os.Getenv("PATH"),
 	}
+	// Run records are crackbox's state: no guest may rewrite them.
+	s.SystemShare, s.StateDirs = rf.systemShare, []string{runStore().Dir}
 	switch rf.diskQuota {
 	case "none":
 		s.DiskQuota = -1
@@ -393,10 +417,17 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 	if err != nil {
 		return s, err
 	}
+	if err := checkWorkdirFlags(rf); err != nil {
+		return s, err
+	}
 	switch {
 	case rf.noWorkdir:
 	case rf.workdir != "":
 		s.Workdir = rf.workdir
+		// A directory an earlier guest could write may hold a symlink it
+		// planted in place of the one named; the current directory is the
+		// operator's own.
+		s.WorkdirNoSymlinks = true
 	default:
 		s.Workdir = cwd
 	}
@@ -405,7 +436,11 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		if err != nil {
 			return s, err
 		}
+		vol.NoSymlinks = true
 		s.Volumes = append(s.Volumes, vol)
+	}
+	if err := checkWorkdirNotVolume(rf.workdir, s.Volumes); err != nil {
+		return s, err
 	}
 	s.Env, err = jail.ResolveEnv(rf.env, rf.envFiles, os.LookupEnv)
 	if err != nil {

@@ -87,8 +87,9 @@ func exitCode(err error) int {
 func TestCLIRun(t *testing.T) {
 	wd := t.TempDir()
 	slot(t)
-	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "-e", "FOO=bar", "-e", "HOSTV", "--",
-		"sh", "-c", `echo "$FOO $HOSTV ${SECRET:-no-secret}"; pwd; echo made > f.txt; echo oops >&2; exit 3`)
+	// -e PATH wins over the caller's PATH the guest would otherwise get.
+	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "-e", "FOO=bar", "-e", "HOSTV", "-e", "PATH=/bin:/usr/bin", "--",
+		"sh", "-c", `echo "$FOO $HOSTV ${SECRET:-no-secret}"; pwd; echo "$PATH"; echo made > f.txt; echo oops >&2; exit 3`)
 	cmd.Env = append(cmd.Env, "HOSTV=from-host", "SECRET=should-not-leak")
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -96,11 +97,26 @@ func TestCLIRun(t *testing.T) {
 	if code := exitCode(err); code != 3 {
 		t.Fatalf("exit %d (%v), want 3; stderr %q", code, err, errb.String())
 	}
-	if want := "bar from-host no-secret\n" + wd + "\n"; out.String() != want {
+	if want := "bar from-host no-secret\n" + wd + "\n/bin:/usr/bin\n"; out.String() != want {
 		t.Fatalf("stdout %q, want %q", out.String(), want)
 	}
 	if !strings.Contains(errb.String(), "oops") {
 		t.Errorf("stderr %q lacks the command's stderr", errb.String())
+	}
+	// Without -q, what the host lacks (tcg, an unconfined VMM) is at most one note line;
+	// nothing else of crackbox's own.
+	notes := 0
+	for _, l := range strings.Split(strings.TrimSpace(errb.String()), "\n") {
+		switch {
+		case l == "oops":
+		case strings.HasPrefix(l, "crackbox: note: "):
+			notes++
+		default:
+			t.Errorf("stderr has a line of crackbox's own besides the note: %q", l)
+		}
+	}
+	if notes > 1 {
+		t.Errorf("stderr has %d host notes, want at most one line:\n%s", notes, errb.String())
 	}
 	if b, _ := os.ReadFile(filepath.Join(wd, "f.txt")); string(b) != "made\n" {
 		t.Errorf("workdir file = %q", b)

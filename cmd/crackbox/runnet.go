@@ -8,9 +8,11 @@ import (
 	"os"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/hostfile"
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/runrec"
 )
@@ -38,7 +40,7 @@ func allowEntries(nf netFlags) ([]string, error) {
 		add(a)
 	}
 	for _, path := range nf.allowFiles {
-		f, err := os.Open(path)
+		f, err := hostfile.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("--allow-file: %w", err)
 		}
@@ -76,7 +78,9 @@ func allowList(nf netFlags, mode string, defaultPorts []int) (*allow.List, error
 	return list, nil
 }
 
-// decisionSink is the run record's decision log plus --log FILE ("-" is stderr).
+// decisionSink is the run record's decision log plus --log FILE ("-" is stderr),
+// which rotates to FILE.1 at the run record's cap: a guest's refused requests
+// are its to multiply.
 func decisionSink(rec *runrec.Record, path string) (io.Writer, func(), error) {
 	if path == "" {
 		return rec.DecisionLog(), func() {}, nil
@@ -84,7 +88,7 @@ func decisionSink(rec *runrec.Record, path string) (io.Writer, func(), error) {
 	if path == "-" {
 		return io.MultiWriter(rec.DecisionLog(), os.Stderr), func() {}, nil
 	}
-	f, err := openAppendLog(path)
+	f, err := logfile.Open(path, runrec.DecisionsMax, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--log: %w", err)
 	}

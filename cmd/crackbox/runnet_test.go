@@ -67,6 +67,52 @@ func TestCLIRequiresAllow(t *testing.T) {
 	}
 }
 
+// TestCLIRefusesSystemShare: -v /etc read-write, or /etc as the workdir, is
+// refused before a guest boots, with the way out named.
+func TestCLIRefusesSystemShare(t *testing.T) {
+	for _, args := range [][]string{
+		{"--net", "none", "-v", "/etc:/mnt/e", "--", "true"},
+		{"--net", "none", "--workdir", "/etc", "--", "true"},
+	} {
+		cmd := cliCmd(t, context.Background(), t.TempDir(), args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if code := exitCode(cmd.Run()); code != 125 || !strings.Contains(errb.String(), "--allow-system-share") {
+			t.Errorf("%q: exit %d stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+// TestLogIsCapped: a guest whose every refused request adds a line cannot
+// grow --log FILE past the run record's cap: it rotates to FILE.1.
+func TestLogIsCapped(t *testing.T) {
+	rec, err := (&runrec.Store{Dir: t.TempDir()}).Create(runrec.Manifest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	w, done, err := decisionSink(rec, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 1023) + "\n")
+	for written := 0; written < 3*runrec.DecisionsMax; written += len(line) {
+		if _, err := w.Write(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done()
+	for _, p := range []string{path, path + ".1"} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if st.Size() > runrec.DecisionsMax {
+			t.Errorf("%s is %d bytes, past the cap of %d", p, st.Size(), runrec.DecisionsMax)
+		}
+	}
+}
+
 // TestLogRefusesPlantedFiles: a guest that shares the directory of --log can plant a
 // symlink (to a host file) or a fifo there before the next run; neither is written.
 func TestLogRefusesPlantedFiles(t *testing.T) {

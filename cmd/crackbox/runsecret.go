@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/hostfile"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/inject"
 )
@@ -59,6 +59,9 @@ func runSecrets(cfg *config.Config, flags []string, lookup func(string) (string,
 	return out, nil
 }
 
+// maxSecretFile bounds a =file:PATH value source; a credential is one line.
+const maxSecretFile = 64 << 10
+
 // secretValue reads a secret's value; its text never goes into an error.
 func secretValue(rs config.RunSecret, lookup func(string) (string, bool)) (string, error) {
 	kind, arg, _ := strings.Cut(rs.From, ":")
@@ -76,7 +79,7 @@ func secretValue(rs config.RunSecret, lookup func(string) (string, bool)) (strin
 		}
 		return v, nil
 	case "file":
-		b, err := os.ReadFile(arg)
+		b, err := hostfile.ReadFile(arg, maxSecretFile)
 		if err != nil {
 			return "", fmt.Errorf("secret %s: %w", rs.Name, err)
 		}

@@ -82,3 +82,29 @@ func TestSecretSetRefusals(t *testing.T) {
 		t.Fatalf("env %v", env)
 	}
 }
+
+// An earlier guest that could write the directory of =file:PATH may have
+// replaced the file, or a directory on its path, with a symlink to a host
+// file, which would then go upstream: it is not read.
+func TestRunSecretFileRefusesSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "shadow")
+	os.WriteFile(victim, []byte("host-only-password\n"), 0o600)
+	os.Symlink(victim, filepath.Join(dir, "tok"))
+	os.Mkdir(filepath.Join(dir, "real"), 0o700)
+	os.WriteFile(filepath.Join(dir, "real", "tok"), []byte("host-only-password\n"), 0o600)
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "sub"))
+	for _, name := range []string{"tok", "sub/tok"} {
+		got, err := runSecrets(config.Default(), []string{"API_KEY@api.test=file:" + filepath.Join(dir, name)}, os.LookupEnv)
+		if err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("file:%s: got %d secrets, err %v; want a symlink refusal", name, len(got), err)
+		}
+		if err != nil && strings.Contains(err.Error(), "host-only-password") {
+			t.Errorf("file:%s: the error quotes the file: %v", name, err)
+		}
+	}
+	got, err := runSecrets(config.Default(), []string{"API_KEY@api.test=file:" + filepath.Join(dir, "real", "tok")}, os.LookupEnv)
+	if err != nil || len(got) != 1 || got[0].Value != "host-only-password" {
+		t.Fatalf("plain file: %v, %v", got, err)
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 // warnStdinDropped says so when stdin is a pipe or a file that the run will not
@@ -37,5 +39,21 @@ func warnStdinDropped(w io.Writer, stdin *os.File) {
 func warnAllowAll(w io.Writer, list *allow.List) {
 	if list != nil && slices.Contains(list.Entries(), "*") {
 		fmt.Fprintln(w, "crackbox: warning: --allow '*' lets the command reach every public host; name the hosts it needs (--learn lists them)")
+	}
+}
+
+// hostNotes prints what this host lacks (no KVM, a VMM it cannot confine) as one line,
+// or nothing under -q: it is the host's state, not the run's, and crackbox doctor
+// reports it in full with the fix.
+func hostNotes(w io.Writer, quiet bool) func([]jail.HostNote) {
+	return func(notes []jail.HostNote) {
+		if quiet || len(notes) == 0 {
+			return
+		}
+		whats := make([]string, len(notes))
+		for i, n := range notes {
+			whats[i] = n.What
+		}
+		fmt.Fprintf(w, "crackbox: note: %s (crackbox doctor says why and how to fix it)\n", strings.Join(whats, "; "))
 	}
 }

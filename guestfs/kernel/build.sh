@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the guest kernel (an uncompressed vmlinux, booted through its PVH entry) from
 # Debian's linux-source-6.1 and the fragment beside this script. The output is cached
-# outside the clone, keyed by the fragment, this script and the source package version,
-# so a machine builds it once. Prints the path of vmlinux on its last line.
+# outside the clone, keyed by the fragment, this script, the patches beside it and the
+# source package version, so a machine builds it once. Prints the path of vmlinux on its
+# last line.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${CRACKBOX_CACHE:-${XDG_CACHE_HOME:-${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}/.cache}/crackbox}
@@ -12,8 +13,15 @@ if [ ! -f "$tarball" ]; then
   exit 1
 fi
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-key=$( { cat "$here/config.fragment" "$here/build.sh"; echo "$srcver"; } | sha256sum | cut -c1-16)
+key=$( { cat "$here/config.fragment" "$here/build.sh" "$here"/*.patch; echo "$srcver"; } | sha256sum | cut -c1-16)
 out="$cache/kernel-$key"
+# One build per key at a time: a second caller waits for the first and takes its result.
+mkdir -p "$cache"
+exec 9>"$cache/kernel-$key.lock"
+if ! flock -n 9; then
+  echo "kernel: another build of this kernel is running; waiting for it" >&2
+  flock 9
+fi
 if [ -f "$out/vmlinux" ]; then
   echo "kernel: cached" >&2
   echo "$out/vmlinux"
@@ -26,6 +34,10 @@ if [ ! -f "$work/src/Makefile" ]; then
   rm -rf "$work/src"
   mkdir -p "$work/src"
   tar -xJf "$tarball" -C "$work/src" --strip-components=1
+  # Our changes to the source, each explained in its own header.
+  for p in "$here"/*.patch; do
+    patch -s -p1 -d "$work/src" < "$p"
+  done
 fi
 cd "$work/src"
 make -s ARCH=x86_64 tinyconfig >/dev/null

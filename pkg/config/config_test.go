@@ -242,6 +242,24 @@ func TestExplicitMissingConfig(t *testing.T) {
 	}
 }
 
+// A --config path a sandbox could have replaced with a symlink, to a file
+// of its own elsewhere or a host file, is not read.
+func TestExplicitConfigRefusesSymlink(t *testing.T) {
+	dir := t.TempDir()
+	real := writeFile(t, dir, "real.toml", "[run]\nmemory = \"1G\"\n")
+	link := filepath.Join(dir, "crackbox.toml")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(Source{Path: link, LookupEnv: envMap(nil)})
+	if err == nil || !strings.Contains(err.Error(), "symlink") || !strings.Contains(err.Error(), link) {
+		t.Fatalf("err = %v, want a symlink refusal naming %s", err, link)
+	}
+	if _, err := Load(Source{Path: real, LookupEnv: envMap(nil)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestDecodeFileGeneric(t *testing.T) {
 	var v struct {
 		Name string `toml:"name"`

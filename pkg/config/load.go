@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // Override is one flag value, applied after the file and the environment.
@@ -21,6 +23,9 @@ type Source struct {
 	LookupEnv func(string) (string, bool) // nil means os.LookupEnv
 	Overrides []Override                  // flags, highest precedence
 }
+
+// maxFile bounds a config file read through hostfile.
+const maxFile = 4 << 20
 
 // systemPath is the last place Load looks; a variable so tests can move it.
 var systemPath = "/etc/crackbox/crackbox.toml"
@@ -49,10 +54,16 @@ func Load(src Source) (*Config, error) {
 	}
 	cfg := Default()
 	if src.Path != "" {
-		if err := DecodeFile(src.Path, cfg); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("config file %s given with --config does not exist: %w", src.Path, err)
-			}
+		// A path named on the command line may lie in a workdir a sandbox
+		// could write; the search paths are the operator's own.
+		data, err := hostfile.ReadFile(src.Path, maxFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("config file %s given with --config does not exist: %w", src.Path, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := Decode(src.Path, data, cfg); err != nil {
 			return nil, err
 		}
 		cfg.File = src.Path

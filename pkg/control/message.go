@@ -60,6 +60,11 @@ type RunSpec struct {
 	Cols     uint16   `json:"cols,omitempty"`
 	Hostname string   `json:"hostname,omitempty"`
 
+	// PathFrom is the caller's PATH, split: guest-init sets PATH to those of its entries
+	// that exist in the guest (in order; a relative one against Dir), and keeps Env's
+	// PATH when none does. Empty when Env's PATH is the caller's own choice.
+	PathFrom []string `json:"path_from,omitempty"`
+
 	Root   Root    `json:"root"`
 	Mounts []Mount `json:"mounts,omitempty"`
 	Net    Net     `json:"net"`
@@ -96,6 +101,9 @@ type Mount struct {
 	Target   string `json:"target"`
 	FSType   string `json:"fstype"` // "9p" or "virtiofs"
 	ReadOnly bool   `json:"readonly"`
+	// Port names the virtio-serial port that carries a stream share's 9p on its own,
+	// when the host gave it one; without, the share is a stream of the control session.
+	Port string `json:"port,omitempty"`
 }
 
 // Guest network modes (Net.Mode); pkg/jail's Net* constants are these.

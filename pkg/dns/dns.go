@@ -64,6 +64,9 @@ type Query struct {
 	Allowed bool   // the name passed the allowlist
 	Rcode   string // "NOERROR", "NXDOMAIN", "REFUSED", "SERVFAIL", ...
 	Answers int
+	// Err is why resolving an allowed name failed (a refused address wraps
+	// dest.ErrPrivateAddress), nil when it did not.
+	Err error
 }
 
 // HostAllowed is the allowlist check for names: a name is resolvable if the
@@ -302,6 +305,7 @@ func (s *Server) answer(r *mdns.Msg) *mdns.Msg {
 	defer cancel()
 	addrs, err := s.cfg.Resolve(ctx, host)
 	if err != nil {
+		info.Err = err
 		m.Rcode = rcodeFor(err)
 		s.log.Debug("dns resolve", "host", host, "err", err)
 		return m

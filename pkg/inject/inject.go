@@ -74,6 +74,9 @@ func New(secrets []Secret) (*Set, error) {
 		if len(sec.Value) < MinValueLen {
 			return nil, fmt.Errorf("secret %s: value shorter than %d bytes: %w", sec.Name, MinValueLen, ErrBadSecret)
 		}
+		if strings.IndexFunc(sec.Value, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+			return nil, fmt.Errorf("secret %s: value holds a control character (a newline?), which no header can carry: %w", sec.Name, ErrBadSecret)
+		}
 		if len(sec.Hosts) == 0 {
 			return nil, fmt.Errorf("secret %s: no host to send it to (NAME@host): %w", sec.Name, ErrBadSecret)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 )
@@ -38,6 +39,7 @@ func TestNewRefusesBadSecrets(t *testing.T) {
 		{"bad name", Secret{Name: "A-B", Hosts: []string{"x.test"}, Value: valA}},
 		{"short value", Secret{Name: "A", Hosts: []string{"x.test"}, Value: "short"}},
 		{"no host", Secret{Name: "A", Value: valA}},
+		{"control byte", Secret{Name: "A", Hosts: []string{"x.test"}, Value: valA + "\n"}},
 		{"wildcard", Secret{Name: "A", Hosts: []string{"*.x.test"}, Value: valA}},
 		{"ip", Secret{Name: "A", Hosts: []string{"10.0.0.1"}, Value: valA}},
 	} {
@@ -164,9 +166,12 @@ func TestFind(t *testing.T) {
 func TestScrubHeader(t *testing.T) {
 	s := testSet(t)
 	h := http.Header{"X-Echo": {"Bearer " + valA}, "Set-Cookie": {"t=" + valB + "; Path=/"}}
+	h.Set("X-Seen-"+valA, "1")
 	ScrubHeader(h, s.valuePairs())
-	if strings.Contains(h.Get("X-Echo"), valA) || strings.Contains(h.Get("Set-Cookie"), valB) ||
-		h.Get("X-Echo") != "Bearer "+s.Placeholder("API_KEY") {
+	var all strings.Builder
+	h.Write(&all)
+	if low := strings.ToLower(all.String()); strings.Contains(low, strings.ToLower(valA)) || strings.Contains(low, strings.ToLower(valB)) ||
+		h.Get("X-Echo") != "Bearer "+s.Placeholder("API_KEY") || h.Get("X-Seen-"+s.Placeholder("API_KEY")) != "1" {
 		t.Fatalf("headers %v", h)
 	}
 }
@@ -324,4 +329,76 @@ func FuzzIndexAnchored(f *testing.F) {
 			t.Fatalf("indexAnchored(%q, %q) = %d, want %d", b, sent, got, want)
 		}
 	})
+}
+
+// pausingReader returns its chunk, then blocks until closed, telling paused
+// once it blocks: by then the scrubber has returned all it would release.
+type pausingReader struct {
+	chunk  []byte
+	paused chan struct{}
+	resume chan struct{}
+}
+
+func (p *pausingReader) Read(b []byte) (int, error) {
+	if len(p.chunk) > 0 {
+		n := copy(b, p.chunk)
+		p.chunk = p.chunk[n:]
+		return n, nil
+	}
+	close(p.paused)
+	<-p.resume
+	return 0, io.EOF
+}
+
+// released is how many bytes of chunk a scrubber returns before its source
+// pauses, read with buffers of size bufSize.
+func released(t *testing.T, chunk string, pairs []Pair, bufSize int) int {
+	t.Helper()
+	src := &pausingReader{chunk: []byte(chunk), paused: make(chan struct{}), resume: make(chan struct{})}
+	sc := NewScrubber(src, pairs)
+	var mu sync.Mutex
+	got := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, bufSize)
+		for {
+			n, err := sc.Read(buf)
+			mu.Lock()
+			got += n
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	<-src.paused
+	mu.Lock()
+	n := got
+	mu.Unlock()
+	close(src.resume)
+	<-done
+	return n
+}
+
+// The bytes a scrubber holds back while its source pauses are as many when
+// they begin a value as when they do not, whatever the read size, so the
+// delay tells a guest nothing about the value.
+func TestScrubberHoldIsBlind(t *testing.T) {
+	pairs := []Pair{{Sent: valA, Guest: "ph1"}, {Sent: valB, Guest: "ph2"}}
+	for k := 1; k < len(valA); k++ {
+		for _, head := range []string{"", "head ", "line\n", strings.Repeat("x", 100)} {
+			for _, size := range []int{7, 64, 32 << 10} {
+				match := released(t, head+valA[:k], pairs, size)
+				other := released(t, head+strings.Repeat("#", k), pairs, size)
+				if match != other {
+					t.Fatalf("head %q, %d bytes, reads of %d: %d released of a prefix of the value, %d of another string", head, k, size, match, other)
+				}
+			}
+		}
+	}
+	// A control byte, which no value holds, ends the hold: a line is whole.
+	if n := released(t, "data: x\n\n", pairs, 64); n != 9 {
+		t.Fatalf("released %d bytes of an event, want all 9", n)
+	}
 }

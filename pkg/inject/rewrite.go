@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/base64"
 	"net/http"
+	"net/textproto"
 	"strings"
 )
 
@@ -103,8 +104,11 @@ func (s *Set) valuePairs() []Pair {
 	return out
 }
 
-// ScrubHeader replaces every Sent of pairs in the values of h.
+// ScrubHeader replaces every Sent of pairs in the names and values of h.
+// Names are matched in any letter case: net/http canonicalizes them, so a
+// value reflected into a name arrives with its letters' case changed.
 func ScrubHeader(h http.Header, pairs []Pair) {
+	renamed := map[string]string{}
 	for k, vs := range h {
 		for i, v := range vs {
 			for _, p := range pairs {
@@ -114,6 +118,18 @@ func ScrubHeader(h http.Header, pairs []Pair) {
 			}
 			vs[i] = v
 		}
-		h[k] = vs
+		nk := k
+		for _, p := range pairs {
+			if p.Sent != "" {
+				nk = replaceFold(nk, strings.ToLower(p.Sent), p.Guest)
+			}
+		}
+		if nk != k {
+			renamed[k] = textproto.CanonicalMIMEHeaderKey(nk)
+		}
+	}
+	for k, nk := range renamed {
+		h[nk] = append(h[nk], h[k]...)
+		delete(h, k)
 	}
 }

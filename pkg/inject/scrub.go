@@ -3,18 +3,27 @@ package inject
 import (
 	"bytes"
 	"io"
+	"strings"
 )
 
 // Scrubber is a reader that replaces every Sent of its pairs with the Guest
-// form in a stream, also across read boundaries. It holds back only a tail
-// that may be the start of a value, so streamed responses (SSE, chunked)
-// flow as they arrive.
+// form in a stream, also across read boundaries.
+//
+// What it holds back never depends on whether the bytes are the start of a
+// value: a guest that has an upstream echo chosen bytes and pause would
+// otherwise learn from the delay whether they begin the value, one
+// character at a time. It holds the last longest-Sent-minus-one bytes of
+// what it has read until more arrive or the stream ends, fewer when a
+// control byte is among them: no value holds one, so none can span it, and
+// a line or an event that ends the stream's output so far is not held.
 type Scrubber struct {
 	src   io.Reader
 	pairs []Pair
 	// anchors[i] is the offset in pairs[i].Sent of its least common byte,
 	// the one searched for first.
 	anchors []int
+	maxHold int    // longest Sent minus one
+	cut     bool   // no Sent holds a control byte, so one ends the hold
 	buf     []byte // read buffer
 	in      []byte // read but not yet decided
 	out     []byte // decided, not yet returned
@@ -24,11 +33,15 @@ type Scrubber struct {
 
 // NewScrubber scrubs src of pairs.
 func NewScrubber(src io.Reader, pairs []Pair) *Scrubber {
-	s := &Scrubber{src: src}
+	s := &Scrubber{src: src, cut: true}
 	for _, p := range pairs {
 		if p.Sent != "" {
 			s.pairs = append(s.pairs, p)
 			s.anchors = append(s.anchors, anchor(p.Sent))
+			s.maxHold = max(s.maxHold, len(p.Sent)-1)
+			if strings.IndexFunc(p.Sent, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+				s.cut = false
+			}
 		}
 	}
 	return s
@@ -37,8 +50,8 @@ func NewScrubber(src io.Reader, pairs []Pair) *Scrubber {
 // Read returns scrubbed bytes. It reads from the source only when it has
 // nothing decided to return, and returns as soon as it has something.
 func (s *Scrubber) Read(b []byte) (int, error) {
-	if len(s.out) == 0 && len(s.in) == 0 && !s.eof && len(b) > 0 {
-		return s.readDirect(b)
+	if len(s.pairs) == 0 {
+		return s.src.Read(b)
 	}
 	for len(s.out) == 0 {
 		if s.eof {
@@ -47,6 +60,12 @@ func (s *Scrubber) Read(b []byte) (int, error) {
 				continue
 			}
 			return 0, s.err
+		}
+		if len(b) > 2*s.maxHold {
+			if n, ok := s.readDirect(b); ok {
+				return n, nil
+			}
+			continue
 		}
 		if s.buf == nil {
 			s.buf = make([]byte, 32<<10)
@@ -63,46 +82,35 @@ func (s *Scrubber) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// readDirect reads straight into b when nothing is held back: a read that
-// holds no value and does not end in the start of one, the usual case, is
-// returned as it is without a copy. Anything else goes the buffered way.
-func (s *Scrubber) readDirect(b []byte) (int, error) {
-	n, err := s.src.Read(b)
+// readDirect reads into b behind the bytes held back, and returns what it
+// read in place when that holds no value, the usual case: no copy but of
+// the held tail. With ok false it moved what it read to in and decided it.
+func (s *Scrubber) readDirect(b []byte) (int, bool) {
+	k := copy(b, s.in)
+	n, err := s.src.Read(b[k:])
 	if err != nil {
 		s.eof, s.err = true, err
 	}
-	if n == 0 {
-		if s.eof {
-			return 0, s.err
-		}
-		return 0, nil
+	n += k
+	if at, _ := s.next(b[:n]); at >= 0 {
+		s.in = append(s.in[:0], b[:n]...)
+		s.decide(s.eof)
+		return 0, false
 	}
-	if at, _ := s.next(b[:n]); at < 0 {
-		hold := 0
-		if !s.eof {
-			hold = partialTail(b[:n], s.pairs)
-		}
-		if hold == 0 {
-			return n, nil
-		}
-		s.in = append(s.in, b[n-hold:n]...)
-		if n > hold {
-			return n - hold, nil
-		}
-		return s.Read(b)
+	hold := 0
+	if !s.eof {
+		hold = s.hold(b[:n])
 	}
-	s.in = append(s.in, b[:n]...)
-	s.decide(s.eof)
-	return s.Read(b)
+	s.in = append(s.in[:0], b[n-hold:n]...)
+	return n - hold, n > hold
 }
 
 // decide moves to out every byte of in that no Sent can still begin at:
-// all but a tail that is the start of some Sent, or everything at the end
-// of the stream.
+// all but the held tail, or everything at the end of the stream.
 func (s *Scrubber) decide(final bool) {
 	limit := len(s.in)
 	if !final {
-		limit -= s.partialTail()
+		limit -= s.hold(s.in)
 	}
 	pos := 0
 	for pos < limit {
@@ -121,21 +129,19 @@ func (s *Scrubber) decide(final bool) {
 	s.in = append(s.in[:0], s.in[pos:]...)
 }
 
-// partialTail is the length of the longest end of in that is a proper
-// prefix of some Sent: only those bytes may still become a value.
-func (s *Scrubber) partialTail() int { return partialTail(s.in, s.pairs) }
-
-func partialTail(b []byte, pairs []Pair) int {
-	best := 0
-	for _, p := range pairs {
-		for k := min(len(p.Sent)-1, len(b)); k > best; k-- {
-			if bytes.HasSuffix(b, []byte(p.Sent[:k])) {
-				best = k
-				break
+// hold is how many bytes at the end of b stay undecided: the last maxHold,
+// or those after the last control byte among them. A Sent that starts
+// before them ends inside b, so it is found whole. It looks at no value.
+func (s *Scrubber) hold(b []byte) int {
+	h := min(len(b), s.maxHold)
+	if s.cut {
+		for i := len(b) - 1; i >= len(b)-h; i-- {
+			if c := b[i]; c < 0x20 || c == 0x7f {
+				return len(b) - 1 - i
 			}
 		}
 	}
-	return best
+	return h
 }
 
 // next finds the earliest complete Sent in b (the longest on a tie).

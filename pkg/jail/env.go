@@ -3,8 +3,10 @@ package jail
 import (
 	"bufio"
 	"fmt"
-	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // ResolveEnv turns -e flags and --env-file files into KEY=VALUE entries. "-e KEY" without
@@ -29,7 +31,7 @@ func ResolveEnv(flags, files []string, lookup func(string) (string, bool)) ([]st
 		return nil
 	}
 	for _, f := range files {
-		fh, err := os.Open(f)
+		fh, err := hostfile.Open(f)
 		if err != nil {
 			return nil, fmt.Errorf("%w: env file %s: %v", ErrBadSpec, f, err)
 		}
@@ -103,4 +105,22 @@ func guestEnv(explicit []string, home, term, lang string, tty bool) ([]string, e
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// pathFrom is the caller's PATH as candidates for the guest's, or nil when the caller
+// set PATH in env: that choice wins as given. Empty entries (the current directory, by
+// an old convention) are dropped.
+func pathFrom(path string, env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			return nil
+		}
+	}
+	var out []string
+	for _, d := range filepath.SplitList(path) {
+		if d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }

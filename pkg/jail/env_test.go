@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -34,6 +35,35 @@ func TestResolveEnv(t *testing.T) {
 	}
 }
 
+// An earlier guest that could write the directory of --env-file may have
+// replaced the file, or a directory on its path, with a symlink to a host
+// file, or with a fifo: none is read, and the error says why.
+func TestEnvFileRefusesPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "shadow")
+	os.WriteFile(victim, []byte("PASSWORD=host-only-secret\n"), 0o600)
+	os.Symlink(victim, filepath.Join(dir, ".env"))
+	os.Mkdir(filepath.Join(dir, "real"), 0o700)
+	os.WriteFile(filepath.Join(dir, "real", ".env"), []byte("PASSWORD=host-only-secret\n"), 0o600)
+	os.Symlink(filepath.Join(dir, "real"), filepath.Join(dir, "sub"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{".env", "sub/.env", "fifo"} {
+		got, err := ResolveEnv(nil, []string{filepath.Join(dir, name)}, os.LookupEnv)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("--env-file %s: got %q, err %v; want an error naming it", name, got, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "host-only-secret") {
+			t.Errorf("--env-file %s: the error quotes the file: %v", name, err)
+		}
+	}
+	got, err := ResolveEnv(nil, []string{filepath.Join(dir, "real", ".env")}, os.LookupEnv)
+	if err != nil || !slices.Equal(got, []string{"PASSWORD=host-only-secret"}) {
+		t.Fatalf("plain file: %q, %v", got, err)
+	}
+}
+
 func TestGuestEnv(t *testing.T) {
 	got, err := guestEnv([]string{"FOO=bar", "PATH=/custom", "HOME=/elsewhere"}, "/home/u", "xterm-256color", "C.UTF-8", false)
 	if err != nil {
@@ -50,5 +80,24 @@ func TestGuestEnv(t *testing.T) {
 	}
 	if _, err := guestEnv([]string{"NOVALUE"}, "/", "", "", false); err == nil {
 		t.Fatal("entry without = accepted")
+	}
+}
+
+// TestPathFrom: the caller's PATH travels as candidates, empty entries dropped, unless
+// the caller set PATH for the guest: that wins as given.
+func TestPathFrom(t *testing.T) {
+	tests := []struct {
+		name, path string
+		env        []string
+		want       []string
+	}{
+		{"split", "/usr/local/go/bin::/home/u/bin:/usr/bin:", nil, []string{"/usr/local/go/bin", "/home/u/bin", "/usr/bin"}},
+		{"explicit PATH wins", "/usr/local/go/bin", []string{"A=1", "PATH=/opt/x"}, nil},
+		{"no PATH", "", nil, nil},
+	}
+	for _, tc := range tests {
+		if got := pathFrom(tc.path, tc.env); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: pathFrom(%q, %q) = %q, want %q", tc.name, tc.path, tc.env, got, tc.want)
+		}
 	}
 }

@@ -17,7 +17,8 @@ type plan struct {
 	machine   string
 	cpus      int
 	memMiB    int
-	modular   bool // a modular kernel: modules in the initramfs, virtio-fs shares (debkernel.go)
+	modular   bool     // a modular kernel: modules in the initramfs, virtio-fs shares (debkernel.go)
+	portTags  []string // the share each share port carries, by port index (shareport.go)
 }
 
 // makePlan validates s and builds the RunSpec. userFS is the filesystem type used for
@@ -38,6 +39,9 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	}
 	root, err := p.planRoot(s.RootFS)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkMaskedTargets(p.userShare, root.Mask, s.Workdir); err != nil {
 		return nil, err
 	}
 	env, err := guestEnv(s.Env, u.Home, os.Getenv("TERM"), os.Getenv("LANG"), s.TTY)
@@ -68,7 +72,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		groups = []int{u.GID}
 	}
 	p.rs = control.RunSpec{
-		Argv: s.Argv, Env: env, Dir: dir,
+		Argv: s.Argv, Env: env, Dir: dir, PathFrom: pathFrom(s.Path, s.Env),
 		UID: u.UID, GID: u.GID, Groups: groups,
 		TTY: s.TTY, Rows: s.Rows, Cols: s.Cols,
 		Hostname:  hostname,
@@ -104,6 +108,9 @@ func planMachine(s Spec) (*plan, error) {
 	if p.memMiB < 64 || p.memMiB > 1<<20 {
 		return nil, fmt.Errorf("%w: memory %d MiB: use at least 64M (e.g. 256M, 1G)", ErrBadSpec, s.MemoryMiB)
 	}
+	if err := checkHostFit(p.cpus, p.memMiB); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -135,6 +142,11 @@ func planShares(s Spec, home, userFS string) ([]share, error) {
 		if err := checkGuestTarget(target); err != nil {
 			return nil, err
 		}
+		if !s.WorkdirRO {
+			if err := checkSystemShare(host, s); err != nil {
+				return nil, fmt.Errorf("workdir: %w", err)
+			}
+		}
 		out = append(out, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
 	}
 	for _, v := range s.Volumes {
@@ -144,6 +156,11 @@ func planShares(s Spec, home, userFS string) ([]share, error) {
 		}
 		if err := checkGuestTarget(v.Guest); err != nil {
 			return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+		}
+		if !v.ReadOnly {
+			if err := checkSystemShare(host, s); err != nil {
+				return nil, fmt.Errorf("volume %s:%s: %w", v.Host, v.Guest, err)
+			}
 		}
 		out = append(out, share{Host: host, Target: v.Guest, ReadOnly: v.ReadOnly})
 	}
@@ -213,4 +230,22 @@ func netSpec(n Net) (control.Net, error) {
 		return out, fmt.Errorf("%w: net mode %q: use none, tap or proxy-only", ErrBadSpec, n.Mode)
 	}
 	return out, nil
+}
+
+// checkMaskedTargets refuses a share whose guest path lies in a path the guest masks
+// (host secrets such as /etc/ssl/private): the mask goes on after the shares and would
+// hide it, so the command would find the directory empty.
+func checkMaskedTargets(shares []share, masks []string, workdir string) error {
+	for i, sh := range shares {
+		for _, m := range masks {
+			if !within(sh.Target, m) {
+				continue
+			}
+			if i == 0 && workdir != "" {
+				return fmt.Errorf("%w: workdir %s is under %s, which the guest masks (host secrets); run from another directory, pass -w elsewhere, or --no-workdir", ErrBadSpec, sh.Target, m)
+			}
+			return fmt.Errorf("%w: volume target %s is under %s, which the guest masks (host secrets) and would hide the volume; mount it elsewhere, e.g. /mnt/%s", ErrBadSpec, sh.Target, m, filepath.Base(sh.Target))
+		}
+	}
+	return nil
 }

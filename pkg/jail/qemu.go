@@ -27,9 +27,12 @@ type vmConfig struct {
 	Append    string
 	CtlSock   string // host listens, QEMU connects
 	QMPSock   string // QEMU listens
-	Shares    []vmShare
-	TapName   string
-	TapFD     int // > 0: an inherited tap fd
+	// SharePorts are the sockets QEMU listens on for the share ports, one per
+	// sharePortCount; the host connects the ones a run uses (shareport.go).
+	SharePorts []string
+	Shares     []vmShare
+	TapName    string
+	TapFD      int // > 0: an inherited tap fd
 	// FixedNIC: the snapshot layout, which always has a virtio-net device with a fixed
 	// MAC; without a tap its backend is a hub port alone on its hub, which carries
 	// nothing anywhere (never -netdev user).
@@ -46,6 +49,9 @@ func newVMConfig(p *plan, st vmStart) vmConfig {
 	cfg := vmConfig{
 		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
 		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
+	}
+	for i := range sharePortCount {
+		cfg.SharePorts = append(cfg.SharePorts, sharePortName(i))
 	}
 	if st.layout != nil {
 		cfg.Shares, cfg.FixedNIC = st.layout, true
@@ -147,6 +153,12 @@ func (c vmConfig) args() []string {
 		"-chardev", "socket,id=ctl,path="+c.CtlSock,
 		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=ctl",
 	)
+	for i, sock := range c.SharePorts {
+		name := sharePortName(i)
+		a = append(a,
+			"-chardev", "socket,id="+name+",path="+sock+",server=on,wait=off",
+			"-device", "virtserialport,bus=vser.0,chardev="+name+",name="+name)
+	}
 	for i, s := range c.Shares {
 		id := "fs" + strconv.Itoa(i)
 		switch s.FS {

@@ -59,8 +59,13 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, s.Timeout)
 		defer cancel()
 	}
-	b.start.leaf = vmmConfinement(rd.ID, b.p, os.Geteuid(), log)
+	leaf, note := vmmConfinement(rd.ID, b.p, os.Geteuid())
+	b.start.leaf = leaf
 	defer b.start.leaf.remove()
+	if note != nil {
+		b.notes = append(b.notes, *note)
+	}
+	reportHostNotes(s, log, b.notes)
 	if s.Net.Mode == NetTap {
 		b.start.tap = s.Net.Tap
 	}
@@ -84,6 +89,11 @@ func Run(ctx context.Context, s Spec) (Result, error) {
 	go shares.start()
 	defer shares.close()
 	defer conn.Close()
+	if err := connectSharePorts(b.p, rd, shares, v.exited); err != nil {
+		v.shutdown(0)
+		keep = true
+		return res, fmt.Errorf("start guest (logs in %s): %w", rd.Dir, err)
+	}
 	if s.Live != nil {
 		s.Live(&Live{v: v, rd: rd})
 	}
@@ -114,6 +124,7 @@ type prepared struct {
 	snapMode string
 	cache    string
 	restored bool // boot restored the guest from a snapshot
+	notes    []HostNote
 }
 
 // prepare validates s and finds everything the guest boots from.
@@ -155,6 +166,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	assignSharePorts(b.p)
 	if ok, why := snapshotCompatible(snapInputOf(b.p, b.snapMode)); !ok && b.snapMode == SnapshotOn {
 		return nil, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
 	}
@@ -167,7 +179,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 		return nil, fmt.Errorf("initramfs for %s: %w", gi, err)
 	}
 	if accel == AccelTCG && (s.Accel == "" || s.Accel == AccelAuto) {
-		log.Warn("no usable kvm, using tcg (slow)", "why", why)
+		b.notes = append(b.notes, HostNote{What: "no usable kvm, using tcg (slow)", Why: why})
 	}
 	b.start = vmStart{
 		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: b.vmm.ID,

@@ -107,8 +107,9 @@ const keptCrashDirs = 10
 // sweepStale removes run dirs left by a crackbox that was killed (no process holds their
 // owner lock and their qemu.pid names a process that no longer exists) and all but the
 // newest keptCrashDirs crash reports. QEMU exiting is not enough: its run is still
-// reading the console log and deciding whether to keep it.
-func sweepStale(base string) {
+// reading the console log and deciding whether to keep it. It returns the dirs removed.
+func sweepStale(base string) []string {
+	var removed []string
 	pruneCrashDirs(base, keptCrashDirs)
 	pids, _ := filepath.Glob(filepath.Join(base, "*", "qemu.pid"))
 	for _, p := range pids {
@@ -124,9 +125,12 @@ func sweepStale(base string) {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			os.RemoveAll(filepath.Dir(p))
+			if os.RemoveAll(filepath.Dir(p)) == nil {
+				removed = append(removed, filepath.Dir(p))
+			}
 		}
 	}
+	return removed
 }
 
 // ownerAlive reports whether some process holds dir's owner lock. A dir without one

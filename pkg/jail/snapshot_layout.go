@@ -124,6 +124,10 @@ func snapKey(qemu, kernel, initrd, host string, cfg vmConfig) (string, error) {
 	}
 	// The NIC's backend (a tap or a lone hub port) is not guest state.
 	cfg.CtlSock, cfg.QMPSock, cfg.Incoming, cfg.TapFD, cfg.TapName = "ctl", "qmp", "", 0, ""
+	cfg.SharePorts = append([]string(nil), cfg.SharePorts...)
+	for i := range cfg.SharePorts {
+		cfg.SharePorts[i] = sharePortName(i)
+	}
 	cfg.Shares = append([]vmShare(nil), cfg.Shares...)
 	for i := range cfg.Shares {
 		cfg.Shares[i].Host, cfg.Shares[i].ReadOnly, cfg.Shares[i].Target = "-", false, ""

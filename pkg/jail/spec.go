@@ -115,6 +115,10 @@ type Spec struct {
 	// Env is the complete list of KEY=VALUE the command gets on top of PATH, HOME, TERM
 	// and LANG; nothing else from the host environment reaches the guest.
 	Env []string
+	// Path is the caller's PATH: the command's PATH is those of its entries that exist in
+	// the guest's view, in order (a relative one against Dir), else DefaultPath. A PATH
+	// in Env wins; "" means DefaultPath.
+	Path string
 	// Dir is the command's working directory in the guest; default Workdir, else HOME.
 	Dir string
 	// Workdir is a host directory shared at the same absolute path; "" shares nothing.
@@ -126,6 +130,12 @@ type Spec struct {
 	Volumes           []Volume
 	// Force allows sharing the home directory and credential directories (~/.ssh, ...).
 	Force bool
+	// SystemShare allows read-write shares (workdir included) of system
+	// directories and of crackbox's cache and state (systemshare.go).
+	SystemShare bool
+	// StateDirs are more directories no read-write share may be, hold or lie
+	// in unless SystemShare: the caller's own state, such as run records.
+	StateDirs []string
 
 	// RootFS is a directory tree used as the guest root; "" = the host view.
 	RootFS string
@@ -155,6 +165,9 @@ type Spec struct {
 	RunDirBase string // default: DefaultRunDirBase(); created or repaired by EnsureRunDirBase
 	Debug      bool
 	Logger     *slog.Logger
+	// HostNotes, when set, gets in one call before the guest starts what this host
+	// lacks for a fast, fully confined run (HostNote); unset, each is a warning in Logger.
+	HostNotes func([]HostNote)
 
 	Net Net
 

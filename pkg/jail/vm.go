@@ -52,6 +52,7 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 	}()
 	cfg := newVMConfig(p, st)
 	cfg.CtlSock, cfg.QMPSock = rd.vmPath("ctl.sock"), rd.vmPath("qmp.sock")
+	cfg.SharePorts = sharePortSocks(rd)
 	files, err := inheritedFiles(st, &cfg)
 	defer func() {
 		for _, f := range files {

@@ -24,6 +24,7 @@ type qemuSeen struct {
 	ipcNS   string
 	utsNS   string
 	cgroup  string
+	cmdline string // its /proc/cmdline, or the error reading it
 }
 
 // TestQEMUOwnUIDNoEnvJailed holds a vmm uid as a concurrent run does, then runs a guest
@@ -92,6 +93,9 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	if !strings.Contains(q.status, "NoNewPrivs:\t1") {
 		t.Errorf("QEMU %d lacks no_new_privs", q.pid)
 	}
+	if q.cmdline != "" {
+		t.Errorf("QEMU %d reads %q as the kernel command line, want nothing", q.pid, q.cmdline)
+	}
 	if q.pidNS == selfNS {
 		t.Errorf("QEMU %d shares crackbox's pid namespace %s", q.pid, selfNS)
 	}
@@ -146,6 +150,12 @@ func qemuChildren(t *testing.T, comm string) []qemuSeen {
 		q.utsNS, _ = os.Readlink(dir + "ns/uts")
 		cg, _ := os.ReadFile(dir + "cgroup")
 		q.cgroup = string(cg)
+		// What the process reads as /proc/cmdline, through its own root.
+		cl, err := os.ReadFile(dir + "root/proc/cmdline")
+		q.cmdline = string(cl)
+		if err != nil {
+			q.cmdline = err.Error()
+		}
 		out = append(out, q)
 	}
 	return out

@@ -3,7 +3,6 @@ package jail
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,13 +294,13 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 	return cmd, j, err
 }
 
-// vmmConfinement makes the run's cgroup leaf and says, in one warning, what the VMM runs
-// without when the host cannot confine it fully.
-func vmmConfinement(runID string, p *plan, euid int, log *slog.Logger) *cgroupLeaf {
+// vmmConfinement makes the run's cgroup leaf and returns, as one host note, what the VMM
+// runs without when the host cannot confine it fully.
+func vmmConfinement(runID string, p *plan, euid int) (*cgroupLeaf, *HostNote) {
 	var missing []string
 	var leaf *cgroupLeaf
 	if vmmJailOff {
-		return nil
+		return nil, nil
 	}
 	if euid != 0 {
 		_, err := CgroupSupportFor(euid)
@@ -312,7 +311,7 @@ func vmmConfinement(runID string, p *plan, euid int, log *slog.Logger) *cgroupLe
 		leaf = l
 	}
 	if len(missing) > 0 {
-		log.Warn("vmm not fully confined", "why", strings.Join(missing, "; "))
+		return leaf, &HostNote{What: "vmm not fully confined", Why: strings.Join(missing, "; ")}
 	}
-	return leaf
+	return leaf, nil
 }

@@ -76,6 +76,7 @@ type jailView struct {
 	EtcList  []string `json:"etc_list"`
 	UID      int      `json:"uid"`
 	Hostname string   `json:"hostname"`
+	Cmdline  string   `json:"cmdline"` // /proc/cmdline as the helper reads it
 }
 
 func jailHelper(action string, args []string) {
@@ -113,6 +114,8 @@ func jailHelper(action string, args []string) {
 		}
 		v.UID = os.Getuid()
 		v.Hostname, _ = os.Hostname()
+		cmdline, _ := os.ReadFile("/proc/cmdline")
+		v.Cmdline = string(cmdline)
 		json.NewEncoder(os.Stdout).Encode(v)
 	case "oom":
 		// Touch far more than the leaf allows; the leaf's OOM killer must end this.
@@ -241,6 +244,9 @@ func TestVMMJailConfines(t *testing.T) {
 	if v.UID != int(id.UID) {
 		t.Errorf("helper ran as uid %d, want the claimed %d", v.UID, id.UID)
 	}
+	if host, _ := os.ReadFile("/proc/cmdline"); strings.TrimSpace(string(host)) == "" || v.Cmdline != "" {
+		t.Errorf("the jailed helper reads %q as the kernel command line (the host's is %q), want nothing", v.Cmdline, host)
+	}
 }
 
 // TestVMMJailEnvAndIdentity: seen from the host, the jailed process runs as the run's own
@@ -306,7 +312,10 @@ func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
 func TestVMMConfinementDegradesVisibly(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	leaf := vmmConfinement("x", &plan{memMiB: 256, cpus: 1}, 1000, log)
+	leaf, note := vmmConfinement("x", &plan{memMiB: 256, cpus: 1}, 1000)
+	if note != nil {
+		reportHostNotes(Spec{}, log, []HostNote{*note})
+	}
 	if leaf != nil {
 		t.Fatal("an unprivileged run got a cgroup leaf")
 	}

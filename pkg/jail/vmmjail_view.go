@@ -144,6 +144,9 @@ func buildRoot(cfg jailConfig) error {
 	if jp.Dev == hp.Dev {
 		return ErrSharedProcfs
 	}
+	if err := maskProc(r); err != nil {
+		return err
+	}
 	if err := os.Chdir(r); err != nil {
 		return err
 	}
@@ -160,6 +163,35 @@ func buildRoot(cfg jailConfig) error {
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("read-only root: %w", err)
+	}
+	return nil
+}
+
+// maskedProc are the files of the host's /proc that every uid may read but
+// QEMU has no use for: the kernel command line may carry host secrets (a
+// disk key, a token a platform put there).
+var maskedProc = []string{"cmdline"}
+
+// maskProc binds the host's /dev/null, read-only, over each of maskedProc,
+// as container runtimes do: reads find it empty. (An empty file of the root
+// tmpfs would have to stay there, or keep the root from turning read-only.)
+func maskProc(r string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/dev/null", &st); err != nil {
+		return fmt.Errorf("mask /proc: %w", err)
+	}
+	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC)
+	if st.Flags&unix.ST_NODEV != 0 {
+		flags |= unix.MS_NODEV // locked where /dev has it; reads then fail instead
+	}
+	for _, name := range maskedProc {
+		dst := filepath.Join(r, "proc", name)
+		if err := unix.Mount("/dev/null", dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", name, err)
+		}
+		if err := unix.Mount("", dst, "", flags, ""); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", name, err)
+		}
 	}
 	return nil
 }

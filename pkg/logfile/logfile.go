@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // File is a capped log file; it is safe for concurrent use. Each Write is
@@ -35,8 +37,10 @@ func Open(path string, max int64, perm os.FileMode) (*File, error) {
 	return l, nil
 }
 
+// open goes through hostfile: the log may lie in a directory a sandbox can
+// write, which could hold a symlink or a fifo in its place.
 func (l *File) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, l.perm)
+	f, err := hostfile.OpenAppend(l.path, l.perm)
 	if err != nil {
 		return fmt.Errorf("logfile: %w", err)
 	}
@@ -44,10 +48,6 @@ func (l *File) open() error {
 	if err != nil {
 		f.Close()
 		return fmt.Errorf("logfile: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return fmt.Errorf("logfile: %s is not a regular file", l.path)
 	}
 	l.f, l.size = f, st.Size()
 	return nil

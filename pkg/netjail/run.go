@@ -246,7 +246,7 @@ func (r *Run) Report(quiet bool) string {
 		return ""
 	}
 	if r.learn {
-		return r.Tally.LearnReport()
+		return r.Tally.LearnReport(learnCIDRs(r.Proxy, r.Tally.Learned()))
 	}
 	if quiet {
 		return ""

@@ -107,7 +107,8 @@ func TestPrepareLearnAllowsNothingAndListsAttempts(t *testing.T) {
 	list, _ := allow.Parse([]string{"allowed.test"})
 	r, err := Prepare(context.Background(), Options{
 		Mode: jail.NetProxyOnly, Allow: list, Learn: true,
-		Proxy: proxy.Options{Hosts: map[string][]netip.Addr{"allowed.test": {netip.MustParseAddr("203.0.113.7")}}},
+		// The exit lookups of learned names go to a loopback port with no server.
+		Proxy: proxy.Options{Hosts: map[string][]netip.Addr{"allowed.test": {netip.MustParseAddr("203.0.113.7")}}, Resolver: "127.0.0.1:9"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,10 @@ func TestPrepareLearnAllowsNothingAndListsAttempts(t *testing.T) {
 			t.Errorf("learn mode let %s through: %d %s", target, code, reason)
 		}
 	}
-	want := "crackbox: learn: the command tried to reach 2 hosts; to allow them:\n  --allow allowed.test,pypi.org:8443"
+	// allowed.test resolves into TEST-NET-3, which the proxy refuses unless a range opens
+	// it: the list names that entry beside --allow.
+	want := "crackbox: learn: the command tried to reach 2 hosts; to allow them (--allow-cidr for the address the proxy refuses by default):\n" +
+		"  --allow allowed.test,pypi.org:8443 --allow-cidr 203.0.113.7/32"
 	if got := r.Report(true); got != want {
 		t.Errorf("report %q, want %q", got, want)
 	}
@@ -301,5 +305,33 @@ func TestJailedGuestThroughServices(t *testing.T) {
 	want := "crackbox: refused 1 attempt to send a secret's placeholder where it is not bound: API_KEY (1); blocked 2 requests: blocked.test (2); refused DNS for 1 name: unlisted.test"
 	if got := tally.Summary(); got != want {
 		t.Errorf("summary %q, want %q", got, want)
+	}
+}
+
+// TestReportNamesRefusedAddress: an allowed name whose only address the proxy refuses
+// (here TEST-NET-3, as a lab resolver may answer) is named in the exit summary with the
+// address, its class and the --allow-cidr entry that opens it.
+func TestReportNamesRefusedAddress(t *testing.T) {
+	list, _ := allow.Parse([]string{"registry.test"})
+	r, err := Prepare(context.Background(), Options{
+		Mode: jail.NetProxyOnly, Allow: list,
+		Proxy: proxy.Options{Hosts: map[string][]netip.Addr{"registry.test": {netip.MustParseAddr("203.0.113.7")}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	guest, host := net.Pipe()
+	go r.Net.ProxyConn(host)
+	code, reason, _ := get(t, guest, "http://registry.test/", "registry.test")
+	guest.Close()
+	if code != http.StatusForbidden || reason != proxy.ReasonPrivateAddress {
+		t.Fatalf("got %d %s, want 403 %s", code, reason, proxy.ReasonPrivateAddress)
+	}
+	got := r.Report(false)
+	for _, want := range []string{"registry.test resolves only to 203.0.113.7, a documentation address (TEST-NET-3", "--allow-cidr 203.0.113.7/32", "allow_cidrs"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q: %q", want, got)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package netjail
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -33,7 +34,8 @@ type Tally struct {
 	blocked   map[string]int // allow entry form -> refused requests
 	lookups   map[string]int // names refused by DNS that the proxy never saw
 	attempted map[string]struct{}
-	exfil     map[string]int // secret name -> placeholders refused out of place
+	exfil     map[string]int         // secret name -> placeholders refused out of place
+	refused   map[string]refusedAddr // allowed name -> the address the guard refused
 	// Requests, lookups and attempts of names that arrived after their map
 	// was full: counted, not kept.
 	blockedOver, lookupsOver, attemptedOver int
@@ -65,6 +67,7 @@ func NewTally(defaultPorts []int) *Tally {
 		lookups:      map[string]int{},
 		attempted:    map[string]struct{}{},
 		exfil:        map[string]int{},
+		refused:      map[string]refusedAddr{},
 	}
 }
 
@@ -105,6 +108,11 @@ func (t *Tally) Decision(d proxy.Decision) {
 	}
 	if d.Allowed {
 		return
+	}
+	if r, ok := refusedOf(d); ok {
+		if h, err := allow.NormalizeHost(d.Host); err == nil {
+			t.noteRefused(h, r)
+		}
 	}
 	if e == "" {
 		// No usable name: show what the guest dialed instead.
@@ -150,6 +158,10 @@ func (t *Tally) Query(q dns.Query) {
 	t.attempt(e)
 	if !q.Allowed {
 		bump(t.lookups, e, &t.lookupsOver)
+	}
+	var ae *proxy.AddrError
+	if q.Allowed && errors.As(q.Err, &ae) {
+		t.noteRefused(q.Name, refusedAddr{ae.Addr, ae.Class})
 	}
 }
 
@@ -210,6 +222,9 @@ func (t *Tally) Summary() string {
 		parts = appendMore(parts, len(t.blocked)-len(parts), t.blockedOver)
 		clauses = append(clauses, fmt.Sprintf("blocked %d %s: %s", total, plural(total, "request", "requests"), strings.Join(parts, ", ")))
 	}
+	if c := t.refusedClause(); c != "" {
+		clauses = append(clauses, c)
+	}
 	var names []string
 	for _, c := range sorted(t.lookups) {
 		host, _, _ := strings.Cut(c.name, ":")
@@ -267,8 +282,9 @@ func (t *Tally) Learned() []string {
 }
 
 // LearnReport is what --learn prints at exit: the attempted hosts as one
-// ready-to-paste flag, or a note that nothing was attempted.
-func (t *Tally) LearnReport() string {
+// ready-to-paste flag, with the --allow-cidr entries (cidrs) the names need when the
+// proxy would refuse their addresses, or a note that nothing was attempted.
+func (t *Tally) LearnReport(cidrs []string) string {
 	l := t.Learned()
 	if len(l) == 0 {
 		return "crackbox: learn: the command tried to reach no host"
@@ -276,10 +292,19 @@ func (t *Tally) LearnReport() string {
 	t.mu.Lock()
 	over := t.attemptedOver
 	t.mu.Unlock()
-	if over > 0 {
-		return fmt.Sprintf("crackbox: learn: the command tried to reach more than %d hosts; these are the first %d:\n  --allow %s",
-			len(l), len(l), strings.Join(l, ","))
+	flags := "--allow " + strings.Join(l, ",")
+	if len(cidrs) > 0 {
+		flags += " --allow-cidr " + strings.Join(cidrs, ",")
 	}
-	return fmt.Sprintf("crackbox: learn: the command tried to reach %d %s; to allow %s:\n  --allow %s",
-		len(l), plural(len(l), "host", "hosts"), plural(len(l), "it", "them"), strings.Join(l, ","))
+	if over > 0 {
+		return fmt.Sprintf("crackbox: learn: the command tried to reach more than %d hosts; these are the first %d:\n  %s",
+			len(l), len(l), flags)
+	}
+	head := fmt.Sprintf("crackbox: learn: the command tried to reach %d %s; to allow %s:",
+		len(l), plural(len(l), "host", "hosts"), plural(len(l), "it", "them"))
+	if len(cidrs) > 0 {
+		head = fmt.Sprintf("crackbox: learn: the command tried to reach %d %s; to allow %s (--allow-cidr for the %s the proxy refuses by default):",
+			len(l), plural(len(l), "host", "hosts"), plural(len(l), "it", "them"), plural(len(cidrs), "address", "addresses"))
+	}
+	return head + "\n  " + flags
 }

@@ -2,6 +2,7 @@ package netjail
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestTallySummary(t *testing.T) {
 
 func TestTallyLearn(t *testing.T) {
 	tl := NewTally(nil)
-	if got := tl.LearnReport(); got != "crackbox: learn: the command tried to reach no host" {
+	if got := tl.LearnReport(nil); got != "crackbox: learn: the command tried to reach no host" {
 		t.Errorf("empty report %q", got)
 	}
 	tl.Decision(proxy.Decision{Host: "pypi.org", Port: 443})
@@ -72,7 +73,7 @@ func TestTallyLearn(t *testing.T) {
 		t.Fatalf("learned %v, want %v", got, want)
 	}
 	wantReport := "crackbox: learn: the command tried to reach 4 hosts; to allow them:\n  --allow files.pythonhosted.org,git.test:9418,pypi.org,registry.npmjs.org"
-	if got := tl.LearnReport(); got != wantReport {
+	if got := tl.LearnReport(nil); got != wantReport {
 		t.Errorf("report\n got %q\nwant %q", got, wantReport)
 	}
 }
@@ -103,7 +104,7 @@ func TestTallyBounded(t *testing.T) {
 			t.Errorf("summary %q lacks %q", s, want)
 		}
 	}
-	if r := tl.LearnReport(); len(r) > 64<<10 || !strings.Contains(r, "more than 1000 hosts") {
+	if r := tl.LearnReport(nil); len(r) > 64<<10 || !strings.Contains(r, "more than 1000 hosts") {
 		t.Errorf("learn report of %d bytes: %.200q", len(r), r)
 	}
 }
@@ -134,5 +135,19 @@ func TestTallyNamesExfiltration(t *testing.T) {
 	}
 	if l := tl.Learned(); len(l) != 0 {
 		t.Fatalf("learned %v from refused placeholders", l)
+	}
+}
+
+// TestTallyRefusedAtDNS: an allowed name the DNS responder refused because of its address
+// is named with that address, its class and the fix, though the proxy never saw it.
+func TestTallyRefusedAtDNS(t *testing.T) {
+	tl := NewTally(nil)
+	a := netip.MustParseAddr("198.18.0.5")
+	tl.Query(dns.Query{Name: "bench.test", Type: "A", Allowed: true, Rcode: "REFUSED",
+		Err: fmt.Errorf("resolve bench.test: %w", &proxy.AddrError{Addr: a, Class: "a benchmarking address (RFC 2544, 198.18.0.0/15)"})})
+	want := "crackbox: refused the address of 1 allowed name: bench.test resolves only to 198.18.0.5, a benchmarking address (RFC 2544, 198.18.0.0/15); " +
+		"if that address is right, allow it with --allow-cidr 198.18.0.5/32 (or allow_cidrs in crackbox.toml)"
+	if got := tl.Summary(); got != want {
+		t.Fatalf("summary %q, want %q", got, want)
 	}
 }

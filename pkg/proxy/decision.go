@@ -47,6 +47,10 @@ type Decision struct {
 	Duration time.Duration
 	// Secret names the secret of a secret-exfiltration refusal (never its value).
 	Secret string
+	// Class and Fix come with a blocked-private-address refusal: what kind of address IP
+	// is (documentation, private, the proxy host's own, ...) and how the operator opens it.
+	Class string
+	Fix   string
 }
 
 // decisionLine is the JSON shape of one decision log line.
@@ -64,6 +68,8 @@ type decisionLine struct {
 	BytesOut   int64   `json:"bytes_out"`
 	DurationMS float64 `json:"duration_ms"`
 	Secret     string  `json:"secret,omitempty"`
+	Class      string  `json:"class,omitempty"`
+	Fix        string  `json:"fix,omitempty"`
 	Replica    string  `json:"replica,omitempty"`
 }
 
@@ -97,6 +103,8 @@ func (l *decisionLog) write(d Decision) error {
 		BytesOut:   d.BytesOut,
 		DurationMS: float64(d.Duration.Microseconds()) / 1000,
 		Secret:     d.Secret,
+		Class:      d.Class,
+		Fix:        d.Fix,
 		Replica:    l.replica,
 	})
 	if err != nil {

@@ -41,14 +41,21 @@ func denyText(host string, port int, reason, detail string) string {
 	case ReasonPort:
 		fmt.Fprintf(&b, "reason: %s (the host is allowed, but not on this port)\n", reason)
 	case ReasonPrivateAddress:
-		fmt.Fprintf(&b, "reason: %s (the name resolves only to private, loopback or link-local addresses)\n", reason)
+		if detail == "" {
+			detail = "the destination address is one the proxy refuses"
+		}
+		fmt.Fprintf(&b, "reason: %s (%s)\n", reason, detail)
 	case ReasonUnknownClient:
 		fmt.Fprintf(&b, "reason: %s (this source address is not a registered sandbox)\n", reason)
 	default:
 		fmt.Fprintf(&b, "reason: %s\n", reason)
 	}
 	b.WriteString("This is a deliberate policy decision, not a network fault. Retrying, or going through another proxy, DNS server or IP address, will not work: all traffic leaving this sandbox passes this policy.\n")
-	b.WriteString("If the task needs this host, stop and ask the operator to add it to the allowlist.\n")
+	if reason == ReasonPrivateAddress {
+		b.WriteString("If the task needs this host, stop and ask the operator to open its address as said above.\n")
+	} else {
+		b.WriteString("If the task needs this host, stop and ask the operator to add it to the allowlist.\n")
+	}
 	return b.String()
 }
 

@@ -21,6 +21,8 @@ type verdict struct {
 	addrs  []netip.Addr
 	reason string // "" when allowed
 	detail string
+	// refused is the address the guard refused, for a blocked-private-address reason.
+	refused *AddrError
 }
 
 // authorize decides host:port for client: allowlist first, then resolution
@@ -52,6 +54,10 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 		}
 		if err := p.guard(exempt, a); err != nil {
 			v.reason, v.detail = ReasonPrivateAddress, err.Error()
+			if errors.As(err, &v.refused) {
+				v.refused.Literal, v.refused.Tenant = true, cfg.tenantLists
+				v.detail = refusedDetail(h, v.refused)
+			}
 			return v
 		}
 		if err := p.refused(cfg, a, port); err != nil {
@@ -77,6 +83,9 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 		switch {
 		case errors.Is(err, ErrPrivateAddress):
 			v.reason = ReasonPrivateAddress
+			if errors.As(err, &v.refused) {
+				v.detail = refusedDetail(h, v.refused)
+			}
 		case isTimeout(err):
 			v.reason = ReasonUpstreamTimeout
 		default:
@@ -86,6 +95,23 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 	}
 	v.addrs = addrs
 	return v
+}
+
+// refusedDetail says what was refused and why, for the refusal body: the name (or
+// literal), the address, its class and the operator's fix.
+func refusedDetail(host string, e *AddrError) string {
+	if e.Literal {
+		return fmt.Sprintf("%s is %s, which the proxy refuses unless %s", e.Addr, e.Class, e.Fix())
+	}
+	return fmt.Sprintf("%s is allowed, but it resolves only to addresses the proxy refuses; %s is %s. If that address is right, the operator opens it with %s", host, e.Addr, e.Class, e.Fix())
+}
+
+// note adds the refused address to a decision: the address, its class and the fix.
+func (v verdict) note(d *Decision) {
+	if v.refused == nil {
+		return
+	}
+	d.IP, d.Class, d.Fix = v.refused.Addr.String(), v.refused.Class, v.refused.Fix()
 }
 
 // allowedByPolicy reports whether a reason still counts as an allowed decision

@@ -249,6 +249,7 @@ func (s *httpSession) handle(req *http.Request) bool {
 	v := s.p.authorize(ctx, cfg, client, host, port)
 	d.Host = v.host
 	if v.reason != "" {
+		v.note(&d)
 		return s.refuse(cfg, d, v.reason, v.detail)
 	}
 	if req.Method == http.MethodConnect && client.Secrets.Bound(v.host) {

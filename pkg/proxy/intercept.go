@@ -225,14 +225,15 @@ func (h *interceptHandler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Host = pr.In.Host
 }
 
-// modifyResponse scrubs the values out of the headers and, streaming, the
-// body. The body's length may change, so it is re-framed; trailers are dropped
-// because they would reach the client unscrubbed.
+// modifyResponse scrubs the values out of the header names and values, the
+// trailers and, streaming, the body. The body's length may change, so it is
+// re-framed. Informational answers never get here: protoTransport does not
+// pass them on, and the status line's text is not relayed.
 func (h *interceptHandler) modifyResponse(resp *http.Response) error {
 	pairs, _ := resp.Request.Context().Value(pairsKey{}).([]inject.Pair)
 	resp.Header.Del(ErrorHeader)
 	inject.ScrubHeader(resp.Header, pairs)
-	resp.Trailer = nil
+	inject.ScrubHeader(resp.Trailer, pairs)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return errors.New("upstream switched protocols although no upgrade was requested")
 	}
@@ -246,8 +247,23 @@ func (h *interceptHandler) modifyResponse(resp *http.Response) error {
 			cw.batch = true
 		}
 	}
-	resp.Body = inject.NewScrubber(resp.Body, pairs)
+	resp.Body = &scrubbedBody{Scrubber: inject.NewScrubber(resp.Body, pairs), resp: resp, pairs: pairs}
 	return nil
+}
+
+// scrubbedBody scrubs the trailers as well: the transport fills them in,
+// announced or not, when the body ends, and the reverse proxy sends them
+// on after closing the body.
+type scrubbedBody struct {
+	*inject.Scrubber
+	resp  *http.Response
+	pairs []inject.Pair
+}
+
+func (b *scrubbedBody) Close() error {
+	err := b.Scrubber.Close()
+	inject.ScrubHeader(b.resp.Trailer, b.pairs)
+	return err
 }
 
 func (h *interceptHandler) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {

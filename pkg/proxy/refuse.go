@@ -52,8 +52,8 @@ func (p *Proxy) withoutRefused(cfg *config, host string, addrs []netip.Addr, por
 // such a prefix reaches the operator's networks, not the internet.
 func SpecialPurpose(pfx netip.Prefix) bool {
 	pfx = pfx.Masked()
-	for _, b := range blockedPrefixes {
-		if b.Overlaps(pfx) {
+	for _, b := range blockedClasses {
+		if b.prefix.Overlaps(pfx) {
 			return true
 		}
 	}

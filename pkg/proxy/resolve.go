@@ -41,47 +41,6 @@ func newResolver(addr string) (*net.Resolver, error) {
 	}, nil
 }
 
-// blockedPrefixes are destinations a sandbox must not reach through an
-// allowlisted name: loopback, private, shared, link-local (cloud metadata),
-// multicast, reserved and documentation-free special ranges.
-var blockedPrefixes = func() []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range []string{
-		"0.0.0.0/8",       // "this network", unspecified
-		"10.0.0.0/8",      // RFC1918
-		"100.64.0.0/10",   // CGNAT
-		"127.0.0.0/8",     // loopback
-		"169.254.0.0/16",  // link-local, 169.254.169.254 metadata
-		"172.16.0.0/12",   // RFC1918
-		"192.0.0.0/24",    // IETF protocol assignments
-		"192.0.2.0/24",    // TEST-NET-1 documentation
-		"192.88.99.0/24",  // deprecated 6to4 relay anycast
-		"192.168.0.0/16",  // RFC1918
-		"198.18.0.0/15",   // benchmarking
-		"198.51.100.0/24", // TEST-NET-2 documentation
-		"203.0.113.0/24",  // TEST-NET-3 documentation
-		"224.0.0.0/4",     // multicast
-		"240.0.0.0/4",     // reserved, 255.255.255.255 broadcast
-		"::/128",          // unspecified
-		"::1/128",         // loopback
-		"fc00::/7",        // ULA
-		"fe80::/10",       // link-local
-		"fec0::/10",       // deprecated site-local
-		"ff00::/8",        // multicast
-		"100::/64",        // discard
-		"2001:db8::/32",   // documentation
-		"3fff::/20",       // documentation (RFC 9637)
-		"2001::/23",       // IETF protocol assignments: Teredo, benchmarking, ORCHID
-		"5f00::/16",       // SRv6 segment identifiers
-		"64:ff9b:1::/48",  // local-use NAT64: translates into the operator's own networks
-		"::/96",           // IPv4-compatible, deprecated; reaches the embedded IPv4 on some stacks
-		"2001::/32",       // Teredo (inside 2001::/23): tunnels to an IPv4 endpoint the guard cannot judge
-	} {
-		out = append(out, netip.MustParsePrefix(s))
-	}
-	return out
-}()
-
 // NAT64 (well-known and local-use) and 6to4 embed an IPv4 address that the
 // guard must judge too: a translator forwards to it.
 var (
@@ -221,7 +180,7 @@ func (p *Proxy) guard(exempt []netip.Prefix, a netip.Addr) error {
 		if ownAddrAllowed(exempt, a) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s is an address of the proxy host", ErrPrivateAddress, a)
+		return &AddrError{Addr: a, Class: ownClass(a)}
 	}
 	if v4, ok := embeddedV4(a); ok {
 		// A translator forwards to the embedded IPv4, so it must pass on its
@@ -233,20 +192,21 @@ func (p *Proxy) guard(exempt []netip.Prefix, a netip.Addr) error {
 	if covered(exempt, a) {
 		return nil
 	}
-	if blockedAddr(a) {
-		return fmt.Errorf("%w: %s is in a private or special-purpose range", ErrPrivateAddress, a)
+	if class := blockedClass(a); class != "" {
+		return &AddrError{Addr: a, Class: class}
+	}
+	if v4, ok := embeddedV4(a); ok && blockedAddr(v4) {
+		return &AddrError{Addr: a, Class: fmt.Sprintf("a translated address leading to %s, %s", v4, blockedClass(v4))}
 	}
 	if pfx, ok := p.ifaces.onLink(a); ok {
-		return fmt.Errorf("%w: %s is on %s, a subnet directly connected to the proxy host", ErrPrivateAddress, a, pfx)
+		return &AddrError{Addr: a, Class: fmt.Sprintf("an on-link address (%s, a subnet directly connected to the proxy host)", pfx)}
 	}
 	return nil
 }
 
 func blockedAddr(a netip.Addr) bool {
-	for _, p := range blockedPrefixes {
-		if p.Contains(a) {
-			return true
-		}
+	if blockedClass(a) != "" {
+		return true
 	}
 	if v4, ok := embeddedV4(a); ok {
 		return blockedAddr(v4)

@@ -94,6 +94,7 @@ func (p *Proxy) serveTLS(s *httpSession, port int) {
 	defer cancel()
 	v := p.authorize(ctx, cfg, client, sni, port)
 	if v.reason != "" {
+		v.note(&d)
 		deny(v.reason)
 		return
 	}

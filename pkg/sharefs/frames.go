@@ -11,15 +11,21 @@ import (
 )
 
 // The host end copies whole 9p messages between the guest and the server and answers
-// extended-attribute requests itself: the 9p library turns every getxattr error into
-// EINVAL, which overlayfs and exec (security.capability) treat as fatal, while
-// "no such attribute" (ENODATA) and "not supported" are what they expect from a share
-// without extended attributes.
+// two kinds of request itself. Extended attributes: the 9p library turns every getxattr
+// error into EINVAL, which overlayfs and exec (security.capability) treat as fatal,
+// while "no such attribute" (ENODATA) and "not supported" are what they expect from a
+// share without extended attributes. Lock tests (Tgetlock), which the library does not
+// know: locks are local to the guest (node.Lock), whose kernel checks its own locks
+// before it asks, so the answer is always "unlocked". SQLite's WAL mode asks this of its
+// -shm file and fails with an I/O error without an answer.
 
 const (
 	msgRlerror      = 7
 	msgTxattrwalk   = 30
 	msgTxattrcreate = 32
+	msgTgetlock     = 54
+	msgRgetlock     = 55
+	lockTypeUnlock  = 2
 	maxMessage      = 4 << 20
 )
 
@@ -64,6 +70,24 @@ func rlerror(req []byte, errno unix.Errno) []byte {
 	return out
 }
 
+// rgetlock answers a Tgetlock: the same range, owner and client, unlocked. A malformed
+// request gets EINVAL.
+func rgetlock(req []byte) []byte {
+	// Tgetlock: size[4] type[1] tag[2] fid[4] locktype[1] start[8] length[8] proc_id[4]
+	// client_id[2+n]; Rgetlock is the same without the fid.
+	const fixed = 7 + 4 + 1 + 8 + 8 + 4 + 2
+	if len(req) < fixed || len(req) != fixed+int(binary.LittleEndian.Uint16(req[fixed-2:])) {
+		return rlerror(req, unix.EINVAL)
+	}
+	out := make([]byte, len(req)-4)
+	copy(out[4:7], req[4:7])
+	out[4] = msgRgetlock
+	copy(out[7:], req[11:])
+	out[7] = lockTypeUnlock
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return out
+}
+
 // splice copies messages both ways until one side ends, then closes both.
 func splice(guest, server net.Conn) {
 	g := &frameConn{c: guest}
@@ -82,6 +106,8 @@ func splice(guest, server net.Conn) {
 				err = g.write(rlerror(b, unix.ENODATA))
 			case msgTxattrcreate:
 				err = g.write(rlerror(b, unix.EOPNOTSUPP))
+			case msgTgetlock:
+				err = g.write(rgetlock(b))
 			default:
 				_, err = server.Write(b)
 			}

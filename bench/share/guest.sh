@@ -1,0 +1,46 @@
+#!/bin/sh
+# Runs inside one guest (bench/share/run.sh starts it): each step in the workdir and in
+# the guest's /tmp, interleaved, printing "step place seconds" lines. $1 is the workdir,
+# $2 the group of steps: files, jobs or reads.
+set -eu
+wd=$1 group=$2
+now() { date +%s.%N; }
+t() { # t STEP PLACE CMD...: times one command; a failure is reported, not hidden
+  step=$1 place=$2; shift 2
+  s=$(now)
+  if ! "$@" >/tmp/step.out 2>&1; then echo "step $step in $place failed: $(tail -3 /tmp/step.out)" >&2; fi
+  e=$(now)
+  awk -v o="$step" -v p="$place" -v s="$s" -v e="$e" 'BEGIN{printf "%s %s %.3f\n", o, p, e-s}'
+}
+case $group in
+files)
+  cp "$wd/files.tar" /tmp/files.tar
+  for place in work tmp; do
+    case $place in work) d=$wd/b ;; tmp) d=/tmp/b ;; esac
+    mkdir -p "$d"; cd "$d"
+    t untar $place tar xf /tmp/files.tar
+    t find $place sh -c 'find . | wc -l'
+    t du $place du -s .
+    t stat $place sh -c 'find . -type f | xargs stat -c %s'
+    t gitadd $place sh -c 'git init -q . && git add -A'
+    t gitstatus $place git status --porcelain
+    t append $place sh -c 'i=0; while [ $i -lt 500 ]; do echo x >> log; i=$((i+1)); done'
+    t ddwrite $place dd if=/dev/zero of=big bs=1M count=256 conv=fsync
+    t ddread $place sh -c 'echo 3 > /proc/sys/vm/drop_caches; dd if=big of=/dev/null bs=1M'
+    cd /; t rmrf $place rm -rf "$d"
+  done ;;
+jobs)
+  for place in work tmp; do
+    case $place in work) d=$wd/j ;; tmp) d=/tmp/j ;; esac
+    mkdir -p "$d"; cp -r "$wd/hello" "$d/"; cd "$d"
+    t venv $place sh -c 'python3 -m venv venv && venv/bin/pip install -q --no-cache-dir --no-index --no-build-isolation ./hello'
+    cd /
+  done ;;
+reads)
+  mkdir -p /tmp/inc; cp -a /usr/include/. /tmp/inc/; cp "$3" /tmp/big
+  t findusr usr sh -c 'find /usr/include | wc -l'
+  t findusr tmp sh -c 'find /tmp/inc | wc -l'
+  echo 3 > /proc/sys/vm/drop_caches
+  t read25 usr cat "$3"
+  t read25 tmp cat /tmp/big ;;
+esac
