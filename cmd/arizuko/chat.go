@@ -26,6 +26,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 // chatPlatform is the platform of every message typed in a terminal (`arizuko
@@ -256,20 +257,26 @@ func (c *chatSession) turns(ctx context.Context, limit int) ([]store.Turn, error
 var errChatFailed = errors.New("chat: not every message was answered")
 
 // outcome is the session's result: an error when a message reached no
-// folder or a turn of this session failed (the chat already got the notice).
+// folder, or a turn of this session failed or ended without a reply (the
+// chat already got the notice).
 func (c *chatSession) outcome(ctx context.Context) error {
-	failed := 0
+	failed, unanswered := 0, 0
 	if ts, err := c.turns(ctx, 100); err == nil {
 		for _, t := range ts {
-			if t.ID > c.since && t.Status == store.TurnFailed {
+			switch {
+			case t.ID <= c.since:
+			case t.Status == store.TurnFailed:
 				failed++
+			case strings.HasPrefix(t.Outcome, turn.OutcomeNoReply):
+				unanswered++
 			}
 		}
 	}
-	if c.undeliv == 0 && failed == 0 {
+	if c.undeliv == 0 && failed == 0 && unanswered == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d message(s) reached no folder, %d turn(s) failed (`arizuko turns ls --folder %s`): %w", c.undeliv, failed, c.folder, errChatFailed)
+	return fmt.Errorf("%d message(s) reached no folder, %d turn(s) failed, %d ended without a reply (`arizuko turns ls --folder %s`): %w",
+		c.undeliv, failed, unanswered, c.folder, errChatFailed)
 }
 
 func (c *chatSession) setTyping(on bool) {

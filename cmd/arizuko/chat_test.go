@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +30,9 @@ func (hostAgent) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + j.HostHome}, j.Env...)
 	cmd.Env = append(cmd.Env, "ARIZUKO_MCP_SOCKET="+j.Socket)
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = j.HostHome, strings.NewReader(j.Prompt), j.Stdout, j.Stdout
+	if j.Answer != nil {
+		cmd.Stdout = io.MultiWriter(j.Stdout, j.Answer)
+	}
 	var ee *exec.ExitError
 	if err := cmd.Run(); errors.As(err, &ee) {
 		return turn.Result{Exit: ee.ExitCode()}, nil

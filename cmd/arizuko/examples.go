@@ -31,6 +31,12 @@ arizuko folder ls`,
 arizuko folder add corp/eng --name "Engineering" --memory 1024 --cpus 2`,
 	"arizuko folder ls": `arizuko folder ls --json`,
 	"arizuko folder rm": `arizuko folder rm corp/eng`,
+	"arizuko folder set": `arizuko folder set demo --agent "claude -p --mcp-config /home/node/.arizuko/mcp.json"
+arizuko folder set demo --env MCP_CONNECT_TIMEOUT_MS=60000 --unset-env DEBUG
+arizuko folder set demo --stdout-reply          # deliver the agent's stdout when it calls no reply tool
+arizuko folder set demo --stdout-reply=off`,
+	"arizuko folder home": `arizuko folder home demo
+cp CLAUDE.md "$(arizuko folder home demo --create)/"`,
 	"arizuko folder budget": `arizuko folder budget demo            # show
 arizuko folder budget demo 50         # at most 50 turns per 24 h
 arizuko folder budget demo default`,
@@ -89,6 +95,7 @@ arizuko token add slack-bot --kind adapter --platform slack`,
 // whose first argument is a chat.
 var (
 	folderArgs = []string{"arizuko chat", "arizuko folder rm", "arizuko folder budget",
+		"arizuko folder set", "arizuko folder home",
 		"arizuko network allow", "arizuko network deny", "arizuko network rm", "arizuko network ls"}
 	chatArgs = []string{"arizuko send", "arizuko resolve", "arizuko messages"}
 )

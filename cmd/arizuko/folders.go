@@ -39,6 +39,8 @@ func newFolderCmd(a *app) *cobra.Command {
 	add.Flags().StringVar(&agent, "agent", "", "agent command run in the guest for a turn (split on spaces)")
 	add.Flags().IntVar(&f.GuestMemoryMiB, "memory", 0, "guest memory in MiB (0: instance default)")
 	add.Flags().IntVar(&f.GuestCPUs, "cpus", 0, "guest vCPUs (0: instance default)")
+	add.Flags().StringArrayVar(&f.AgentEnv, "env", nil, "KEY=VALUE in the agent's environment, repeatable; not secret, the guest sees it")
+	add.Flags().BoolVar(&f.StdoutReply, "stdout-reply", false, "deliver the agent's stdout as the reply when it calls no reply tool")
 
 	ls := &cobra.Command{
 		Use: "ls", Short: "List folders", Args: cobra.NoArgs,
@@ -66,5 +68,5 @@ tells its chat. Homes on runner hosts stay where they are: remove them there.`,
 			return s.RemoveFolder(ctx, args[0])
 		}),
 	}
-	return group("folder", "Manage folders (tenants)", add, ls, rm, newBudgetCmd(a))
+	return group("folder", "Manage folders (tenants)", add, ls, rm, newFolderSetCmd(a), newFolderHomeCmd(a), newBudgetCmd(a))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,6 +30,9 @@ func (hostProcess) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = j.HostHome, strings.NewReader(j.Prompt), j.Stdout, j.Stdout
+	if j.Answer != nil {
+		cmd.Stdout = io.MultiWriter(j.Stdout, j.Answer)
+	}
 	var ee *exec.ExitError
 	if err := cmd.Run(); errors.As(err, &ee) {
 		return turn.Result{Exit: ee.ExitCode()}, nil

@@ -90,7 +90,7 @@ func newTurnsLsCmd(a *app) *cobra.Command {
 func newTurnsShowCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one turn: its messages, replies, exit code and egress summary",
+		Short: "Show one turn: its messages, replies, exit code, egress summary and the agent's output",
 		Args:  cobra.ExactArgs(1),
 		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
 			var id int64
@@ -120,6 +120,21 @@ func newTurnsShowCmd(a *app) *cobra.Command {
 			fmt.Println("sent:")
 			for _, o := range d.Outbound {
 				fmt.Printf("  #%d -> %s [%s, %d attempt(s)]: %s\n", o.ID, o.ChatJID, o.Status, o.Attempts, clip(o.Text, 200))
+			}
+			for _, o := range d.Outputs {
+				exit := "-"
+				if o.ExitCode != nil {
+					exit = fmt.Sprint(*o.ExitCode)
+				}
+				fmt.Printf("\noutput of attempt %d (exit %s, the last %d KiB at most):\n", o.Attempt, exit, store.MaxTurnOutput>>10)
+				if o.Output == "" {
+					fmt.Println("  (none)")
+				}
+				for _, l := range strings.Split(strings.TrimRight(o.Output, "\n"), "\n") {
+					if o.Output != "" {
+						fmt.Printf("  | %s\n", l)
+					}
+				}
 			}
 			return nil
 		}),

@@ -110,6 +110,10 @@ func (c *Client) RemoveFolder(ctx context.Context, path string) error {
 	return c.do(ctx, "DELETE", "/v1/folders/"+pathEscape(path), nil, nil, nil)
 }
 
+func (c *Client) SetFolder(ctx context.Context, path string, in service.FolderSet) (out store.Folder, err error) {
+	return out, c.do(ctx, "PATCH", "/v1/folders/"+pathEscape(path), nil, in, &out)
+}
+
 // pathEscape escapes each segment so the daemon sees exactly path, '/' kept.
 func pathEscape(p string) string {
 	segs := strings.Split(p, "/")

@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // folderRoutes serves the folders (tenants).
@@ -10,7 +12,17 @@ func (s *Server) folderRoutes() {
 		"GET":  listed(s.svc.ListFolders),
 		"POST": decoded(http.StatusCreated, s.svc.AddFolder),
 	})
-	s.handle("/v1/folders/{path...}", true, map[string]HandlerFunc{"DELETE": func(w http.ResponseWriter, r *http.Request) error {
-		return done(w, s.svc.RemoveFolder(r.Context(), r.PathValue("path")))
-	}})
+	s.handle("/v1/folders/{path...}", true, map[string]HandlerFunc{
+		"DELETE": func(w http.ResponseWriter, r *http.Request) error {
+			return done(w, s.svc.RemoveFolder(r.Context(), r.PathValue("path")))
+		},
+		"PATCH": func(w http.ResponseWriter, r *http.Request) error {
+			var in service.FolderSet
+			if err := Decode(w, r, &in); err != nil {
+				return err
+			}
+			out, err := s.svc.SetFolder(r.Context(), r.PathValue("path"), in)
+			return reply(w, http.StatusOK, out, err)
+		},
+	})
 }

@@ -94,6 +94,8 @@ type Work struct {
 	Allow     []string        `json:"allow"`
 	MemoryMiB int             `json:"memory_mib,omitempty"`
 	CPUs      int             `json:"cpus,omitempty"`
+	// Answer asks for the agent's stdout alone in Outcome.Answer.
+	Answer bool `json:"answer,omitempty"`
 }
 
 // Outcome is how a claimed attempt ended on its runner.
@@ -108,6 +110,7 @@ type Outcome struct {
 	Error    string   `json:"error,omitempty"`
 	Terminal bool     `json:"terminal,omitempty"` // a retry cannot fix it
 	Output   string   `json:"output,omitempty"`   // the tail of the agent's output
+	Answer   string   `json:"answer,omitempty"`   // the tail of its stdout alone, when the job asked for it
 }
 
 // Advert is what a runner announces in RunnerBucket while it runs.

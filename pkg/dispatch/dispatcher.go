@@ -121,6 +121,9 @@ func (d *Dispatcher) result(o Outcome, j turn.Job) (turn.Result, error) {
 	if j.Stdout != nil && o.Output != "" {
 		j.Stdout.Write([]byte(o.Output))
 	}
+	if j.Answer != nil && o.Answer != "" {
+		j.Answer.Write([]byte(o.Answer))
+	}
 	res := turn.Result{Exit: o.Exit, ExecError: o.ExecError, Egress: o.Egress, Guarded: o.Guarded}
 	if o.Error == "" {
 		return res, nil
@@ -176,7 +179,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 	j := f.job
 	d.o.Log.Info("turn claimed", "turn", c.Turn, "attempt", c.Attempt, "runner", runner)
 	return Work{Folder: j.Turn.Folder, Topic: j.Turn.Topic, Argv: j.Argv, Env: j.Env, Secrets: j.Secrets, Prompt: j.Prompt, GuestHome: j.GuestHome,
-		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs}, nil
+		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs, Answer: j.Answer != nil}, nil
 }
 
 // session returns what a tool call of runner's claim c is served with.

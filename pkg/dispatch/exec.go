@@ -58,12 +58,17 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 		}
 	}()
 	var tail turn.OutputTail
-	res, err := r.o.Exec.Run(ctx, turn.Job{
+	answer := &turn.OutputTail{Max: gated.MaxText}
+	job := turn.Job{
 		Turn: store.Turn{ID: it.Turn, Folder: w.Folder, Topic: w.Topic, Attempts: it.Attempt - 1},
 		Argv: w.Argv, Env: w.Env, Secrets: w.Secrets, Prompt: w.Prompt, HostHome: home, GuestHome: w.GuestHome, Allow: w.Allow,
 		Socket: ln.Addr().String(), MCPConn: tunnel, MemoryMiB: w.MemoryMiB, CPUs: w.CPUs, Stdout: &tail,
-	})
-	out.Exit, out.ExecError, out.Egress, out.Output = res.Exit, res.ExecError, res.Egress, string(tail.Bytes())
+	}
+	if w.Answer {
+		job.Answer = answer
+	}
+	res, err := r.o.Exec.Run(ctx, job)
+	out.Exit, out.ExecError, out.Egress, out.Output, out.Answer = res.Exit, res.ExecError, res.Egress, string(tail.Bytes()), string(answer.Bytes())
 	out.Guarded = res.Guarded
 	if err != nil {
 		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)

@@ -13,7 +13,9 @@ import (
 
 // workdirJobs is what a CI script does in its project directory: SQLite in WAL mode
 // with a second reader, a shared writable mmap, a venv with a package installed from a
-// local source tree, and git. Each step prints one line the test checks.
+// local source tree, and git. Each step prints one line the test checks. Last, guest
+// root tries to open every share port: the two the kernel's mounts hold (/etc and the
+// workdir) refuse a second opener, so no guest program can speak into a share's stream.
 const workdirJobs = `set -e
 python3 - <<'EOF'
 import mmap, os, sqlite3
@@ -37,6 +39,12 @@ venv/bin/pip install -q --no-cache-dir --no-index --no-build-isolation ./hello
 venv/bin/python -c 'import hello; print("venv", hello.GREETING)'
 git init -q repo && cd repo && cp ../hello/*.py . && git add -A && git -c user.email=t@t -c user.name=t commit -qm one
 git status --porcelain | wc -l | sed 's/^ */git-clean /'
+busy=0 free=0
+for n in /sys/class/virtio-ports/*/name; do
+  case $(cat "$n") in sh*) ;; *) continue ;; esac
+  if (exec 3<>"/dev/$(basename "$(dirname "$n")")") 2>/dev/null; then free=$((free+1)); else busy=$((busy+1)); fi
+done
+echo "share ports busy=$busy free=$free"
 `
 
 // TestWorkdirRealJobs runs the jobs above in a read-write workdir in one guest, then
@@ -52,7 +60,7 @@ func TestWorkdirRealJobs(t *testing.T) {
 	os.WriteFile(filepath.Join(pkg, "hello.py"), []byte("GREETING = 'hi from the workdir'\n"), 0o644)
 	os.WriteFile(filepath.Join(pkg, "setup.py"), []byte("from setuptools import setup\nsetup(name='hello', version='1.0', py_modules=['hello'])\n"), 0o644)
 	s := jailtest.Spec(t, "sh", "-c", workdirJobs)
-	s.Workdir = wd
+	s.Workdir, s.Root = wd, true // guest root makes the port attack
 	s.Timeout = 8 * time.Minute
 	var out, errb bytes.Buffer
 	s.Stdout, s.Stderr = &out, &errb
@@ -60,7 +68,7 @@ func TestWorkdirRealJobs(t *testing.T) {
 	if err != nil || res.Exit != 0 {
 		t.Fatalf("exit %d err %v\nstdout %s\nstderr %s", res.Exit, err, out.String(), errb.String())
 	}
-	want := "journal wal\nrows 100\nmmap hello\nvenv hi from the workdir\ngit-clean 0\n"
+	want := "journal wal\nrows 100\nmmap hello\nvenv hi from the workdir\ngit-clean 0\nshare ports busy=2 free=4\n"
 	if out.String() != want {
 		t.Fatalf("stdout %q, want %q\nstderr %s", out.String(), want, errb.String())
 	}

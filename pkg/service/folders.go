@@ -27,6 +27,9 @@ func (l *Local) AddFolder(ctx context.Context, f store.Folder) (store.Folder, er
 	case f.GuestCPUs < 0 || f.GuestCPUs > 64:
 		return f, invalid("guest_cpus %d: want 0 (default) to 64", f.GuestCPUs)
 	}
+	if err := validEnv(f.AgentEnv); err != nil {
+		return f, err
+	}
 	if err := l.check(ctx, "folder:add", f.Path); err != nil {
 		return f, err
 	}

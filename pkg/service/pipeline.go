@@ -22,6 +22,8 @@ type TurnDetail struct {
 	store.Turn
 	Messages []store.Message  `json:"messages"`
 	Outbound []store.Outbound `json:"outbound"`
+	// Outputs are the kept tails of the agent's output, one per attempt.
+	Outputs []store.TurnOutput `json:"outputs"`
 }
 
 // FolderBudget is a folder's turn budget and what it used of it.
@@ -92,7 +94,10 @@ func (l *Local) GetTurn(ctx context.Context, id int64) (TurnDetail, error) {
 	if d.Messages, err = l.st.TurnMessages(ctx, t); err != nil {
 		return d, err
 	}
-	d.Outbound, err = l.st.TurnOutbound(ctx, id)
+	if d.Outbound, err = l.st.TurnOutbound(ctx, id); err != nil {
+		return d, err
+	}
+	d.Outputs, err = l.st.TurnOutputs(ctx, id)
 	return d, err
 }
 

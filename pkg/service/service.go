@@ -23,6 +23,7 @@ type Service interface {
 	AddFolder(ctx context.Context, f store.Folder) (store.Folder, error)
 	ListFolders(ctx context.Context) ([]store.Folder, error)
 	RemoveFolder(ctx context.Context, path string) error
+	SetFolder(ctx context.Context, path string, in FolderSet) (store.Folder, error)
 
 	AddRoute(ctx context.Context, r router.Route) (router.Route, error)
 	ListRoutes(ctx context.Context) ([]router.Route, error)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -16,7 +17,13 @@ type Folder struct {
 	AgentCommand   []string `json:"agent_command,omitempty"`
 	GuestMemoryMiB int      `json:"guest_memory_mib,omitempty"`
 	GuestCPUs      int      `json:"guest_cpus,omitempty"`
-	CreatedAt      int64    `json:"created_at,omitempty"`
+	// AgentEnv is KEY=VALUE set in the agent's environment; the guest sees
+	// it, so it holds settings, never secrets.
+	AgentEnv []string `json:"agent_env,omitempty"`
+	// StdoutReply delivers the agent's final stdout as the reply of a turn
+	// that called no reply tool.
+	StdoutReply bool  `json:"stdout_reply,omitempty"`
+	CreatedAt   int64 `json:"created_at,omitempty"`
 }
 
 // ErrNoParent and ErrHasChildren guard the tree shape.
@@ -35,6 +42,10 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 	if f.AgentCommand == nil {
 		cmd = []byte("[]")
 	}
+	env, err := jsonList(f.AgentEnv)
+	if err != nil {
+		return err
+	}
 	return s.tx(ctx, func(tx conn) error {
 		if parent != "" {
 			var one int
@@ -47,8 +58,8 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 			}
 		}
 		t := now()
-		_, err := tx.ExecContext(ctx, `INSERT INTO folders (path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, f.Path, f.DisplayName, string(cmd), f.GuestMemoryMiB, f.GuestCPUs, t)
+		_, err := tx.ExecContext(ctx, `INSERT INTO folders (path, display_name, agent_command, guest_memory_mib, guest_cpus, agent_env, stdout_reply, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, f.Path, f.DisplayName, string(cmd), f.GuestMemoryMiB, f.GuestCPUs, env, boolInt(f.StdoutReply), t)
 		if s.isUnique(err) {
 			return fmt.Errorf("folder %q: %w", f.Path, ErrExists)
 		}
@@ -61,18 +72,77 @@ func (s *Store) InsertFolder(ctx context.Context, f Folder, parent string) error
 	})
 }
 
-const folderCols = `path, display_name, agent_command, guest_memory_mib, guest_cpus, created_at`
+const folderCols = `path, display_name, agent_command, guest_memory_mib, guest_cpus, agent_env, stdout_reply, created_at`
 
 func scanFolder(sc scanner) (Folder, error) {
 	var f Folder
-	var cmd string
-	if err := sc.Scan(&f.Path, &f.DisplayName, &cmd, &f.GuestMemoryMiB, &f.GuestCPUs, &f.CreatedAt); err != nil {
+	var cmd, env string
+	var stdout int
+	if err := sc.Scan(&f.Path, &f.DisplayName, &cmd, &f.GuestMemoryMiB, &f.GuestCPUs, &env, &stdout, &f.CreatedAt); err != nil {
 		return f, err
 	}
 	if err := json.Unmarshal([]byte(cmd), &f.AgentCommand); err != nil {
 		return f, fmt.Errorf("folder %q: agent_command: %w", f.Path, err)
 	}
+	if err := json.Unmarshal([]byte(env), &f.AgentEnv); err != nil {
+		return f, fmt.Errorf("folder %q: agent_env: %w", f.Path, err)
+	}
+	f.StdoutReply = stdout != 0
 	return f, nil
+}
+
+// FolderChange is what UpdateFolder changes; a nil field stays as it is.
+type FolderChange struct {
+	AgentCommand *[]string
+	AgentEnv     *[]string
+	StdoutReply  *bool
+}
+
+// UpdateFolder changes a folder's agent settings.
+func (s *Store) UpdateFolder(ctx context.Context, path string, c FolderChange) error {
+	var sets []string
+	var args []any
+	if c.AgentCommand != nil {
+		v, err := jsonList(*c.AgentCommand)
+		if err != nil {
+			return err
+		}
+		sets, args = append(sets, "agent_command = ?"), append(args, v)
+	}
+	if c.AgentEnv != nil {
+		v, err := jsonList(*c.AgentEnv)
+		if err != nil {
+			return err
+		}
+		sets, args = append(sets, "agent_env = ?"), append(args, v)
+	}
+	if c.StdoutReply != nil {
+		sets, args = append(sets, "stdout_reply = ?"), append(args, boolInt(*c.StdoutReply))
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	args = append(args, path)
+	if err := affected(s.db.ExecContext(ctx, `UPDATE folders SET `+strings.Join(sets, ", ")+` WHERE path = ?`, args...)); err != nil {
+		return fmt.Errorf("folder %q: %w", path, err)
+	}
+	return nil
+}
+
+// jsonList is a list column's value; nil is the empty list.
+func jsonList(l []string) (string, error) {
+	if l == nil {
+		return "[]", nil
+	}
+	b, err := json.Marshal(l)
+	return string(b), err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // GetFolder returns one folder.

@@ -52,7 +52,7 @@ func TestMigrationKeepsTurnsForTheBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := old.InsertFolder(ctx, Folder{Path: "a"}, ""); err != nil {
+		if err := insertOldFolder(ctx, old, "a"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := old.db.ExecContext(ctx, `INSERT INTO turns (folder, status, started_at, created_at) VALUES ('a', 'done', 1000, 0)`); err != nil {

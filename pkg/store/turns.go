@@ -152,6 +152,8 @@ type TurnEnd struct {
 	ExitCode *int
 	Egress   string
 	Error    string
+	// Override puts Outcome before one the agent submitted, which otherwise wins.
+	Override bool
 }
 
 // FinishTurn records the end of a turn and moves the agent_cursor of every
@@ -165,10 +167,12 @@ func (s *Store) FinishTurn(ctx context.Context, id int64, e TurnEnd) error {
 		if e.ExitCode != nil {
 			exit = *e.ExitCode
 		}
-		// An outcome the agent submitted with submit_turn wins over the host's.
-		if err := affected(tx.ExecContext(ctx, `UPDATE turns SET status = ?, outcome = CASE WHEN outcome = '' THEN ? ELSE outcome END,
+		// An outcome the agent submitted with submit_turn wins over the host's,
+		// unless the host's overrides it; then the agent's follows in brackets.
+		if err := affected(tx.ExecContext(ctx, `UPDATE turns SET status = ?, outcome = CASE WHEN outcome = '' THEN ?
+			WHEN ? THEN ? || ' (the agent submitted: ' || outcome || ')' ELSE outcome END,
 			exit_code = ?, egress_summary = ?, error = ?, ended_at = ? WHERE id = ?`,
-			e.Status, e.Outcome, exit, e.Egress, e.Error, now(), id)); err != nil {
+			e.Status, e.Outcome, e.Override, e.Outcome, exit, e.Egress, e.Error, now(), id)); err != nil {
 			return fmt.Errorf("turn %d: %w", id, err)
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE chats SET agent_cursor = `+s.d.greatest+`(agent_cursor, (

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -37,6 +38,9 @@ func (hostRunner) Run(ctx context.Context, j Job) (Result, error) {
 	cmd.Dir = j.HostHome
 	cmd.Stdin = strings.NewReader(j.Prompt)
 	cmd.Stdout, cmd.Stderr = j.Stdout, j.Stdout
+	if j.Answer != nil {
+		cmd.Stdout = io.MultiWriter(j.Stdout, j.Answer)
+	}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,7 +40,9 @@ func TestInjectGrantShapesJob(t *testing.T) {
 		}
 	}
 	q := New(Options{Store: e.st, Gate: e.l.Gate(), Control: e.l, CredentialKeys: []string{"K"}})
-	env, inj, err := q.env(context.Background(), store.Turn{Folder: "a"}, "s", "web:a")
+	// The folder's own settings come through, but none replaces the turn's
+	// identity or an injected secret's placeholder.
+	env, inj, err := q.env(context.Background(), store.Turn{Folder: "a"}, []string{"K=folder-set", "ARIZUKO_FOLDER=b", "MCP_X=1"}, "s", "web:a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +50,13 @@ func TestInjectGrantShapesJob(t *testing.T) {
 		t.Errorf("a: injections %+v, want %+v", inj, want)
 	}
 	joined := strings.Join(env, "\n")
+	if !slices.Contains(env, "MCP_X=1") || strings.Contains(joined, "K=folder-set") || strings.Contains(joined, "ARIZUKO_FOLDER=b") {
+		t.Errorf("a: the folder's environment was not merged under the host's: %q", env)
+	}
 	if strings.Contains(joined, "value-of-k") || !strings.Contains(joined, "PLAIN=plain-value") {
 		t.Errorf("a: env %q: want PLAIN and no K", env)
 	}
-	env, inj, err = q.env(context.Background(), store.Turn{Folder: "b"}, "s", "web:b")
+	env, inj, err = q.env(context.Background(), store.Turn{Folder: "b"}, nil, "s", "web:b")
 	if err != nil || len(inj) != 0 {
 		t.Errorf("b: injections %+v %v, want none", inj, err)
 	}
@@ -61,7 +67,7 @@ func TestInjectGrantShapesJob(t *testing.T) {
 	if _, err := e.l.AddGrant(e.ctx, acl.Grant{Principal: "folder:b", Action: "inject:GONE@api.one.test", Scope: "b", Effect: acl.Allow}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = q.env(context.Background(), store.Turn{Folder: "b"}, "s", "web:b")
+	_, _, err = q.env(context.Background(), store.Turn{Folder: "b"}, nil, "s", "web:b")
 	if !errors.Is(err, ErrSecretMissing) || !errors.Is(err, ErrTerminal) || !strings.Contains(err.Error(), "GONE") {
 		t.Errorf("b with a grant for a missing secret: %v", err)
 	}

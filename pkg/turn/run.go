@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/folder"
@@ -21,6 +22,14 @@ import (
 // OutcomeNoSecrets is the outcome of a turn that failed because the folder's
 // secrets did not open; such turns run again at the next daemon start.
 const OutcomeNoSecrets = "secrets-unavailable"
+
+// OutcomeNoReply is the outcome of a turn whose agent exited 0 without
+// answering the chat it was asked in; OutcomeStdoutReply of one whose
+// folder delivered the agent's stdout as the reply instead.
+const (
+	OutcomeNoReply     = "no reply"
+	OutcomeStdoutReply = "ok, replied with its stdout"
+)
 
 // ErrNoAgent is a folder without an agent command.
 var ErrNoAgent = errors.New("folder has no agent command")
@@ -74,7 +83,8 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			return
 		}
 		start := time.Now()
-		res, out, err := q.attempt(ctx, t)
+		res, a, err := q.attempt(ctx, t)
+		out := a.tail.Bytes()
 		t.Attempts++
 		if ctx.Err() != nil {
 			release()
@@ -90,9 +100,35 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 		end := store.TurnEnd{Egress: res.Egress}
 		if res.ran {
 			end.ExitCode = &exit
+			if perr := q.o.Store.PutTurnOutput(ctx, t.ID, store.TurnOutput{Attempt: t.Attempts, ExitCode: &exit, Output: string(out)}); perr != nil {
+				log.Error("keep turn output", "err", perr)
+			}
 		}
 		log.Info("turn attempt ended", "attempt", t.Attempts, "exit", exit, "replied", replied, "took", time.Since(start).Round(time.Millisecond), "err", err)
+		unanswered := err == nil && exit == 0 && !replied && a.engage
+		if unanswered {
+			handed, herr := q.o.Store.HandedOff(ctx, t.Folder, start.UnixMilli())
+			if herr != nil {
+				log.Error("turn hand-off", "err", herr)
+			}
+			unanswered = !handed
+		}
+		stdoutReply := false
+		if unanswered && a.answer != nil {
+			stdoutReply = q.answerFromStdout(ctx, t, a.answer, log)
+			unanswered, replied = !stdoutReply, stdoutReply
+		}
 		switch {
+		case unanswered:
+			// The agent ended well but the chat heard nothing: tell it, and
+			// mark the turn so the CLI and `turns ls` show it. A retry would
+			// most likely end the same way.
+			end.Status, end.Outcome, end.Override = store.TurnDone, OutcomeNoReply, true
+			end.Error = fmt.Sprintf("the agent ended its turn without calling a reply tool; its output is in `arizuko turns show %d`, "+
+				"and `arizuko folder set %s --stdout-reply` delivers its stdout as the reply", t.ID, t.Folder)
+			q.notify(ctx, t, fmt.Sprintf("arizuko: %s ended its turn without answering; the operator sees its output in `arizuko turns show %d`", t.Folder, t.ID), log)
+		case stdoutReply:
+			end.Status, end.Outcome = store.TurnDone, OutcomeStdoutReply
 		case errors.Is(err, secrets.ErrOpen) || errors.Is(err, service.ErrWrongKey):
 			// No retry opens a secret; the daemon queues the turn again when
 			// it starts with a key ring that opens the store.
@@ -169,47 +205,32 @@ func errText(err error, out []byte) string {
 	return strings.Join(parts, "; ")
 }
 
-// OutputTail keeps the last maxOutput bytes an agent writes, for a failed turn's
-// error or a runner's outcome. The jail copies stdout and stderr into it from two
-// goroutines, hence the lock.
-type OutputTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *OutputTail) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > 4*maxOutput {
-		b.buf = append([]byte(nil), b.buf[len(b.buf)-maxOutput:]...)
-	}
-	return len(p), nil
-}
-
-// Bytes returns a copy of the last maxOutput bytes written.
-func (b *OutputTail) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf[max(0, len(b.buf)-maxOutput):]...)
+// attemptOut is what an attempt leaves besides its result: the tail of the
+// agent's output, its stdout alone when the folder may deliver it as the
+// reply, and whether the turn's chat expects an answer.
+type attemptOut struct {
+	tail   *OutputTail
+	answer *OutputTail // nil unless the folder has StdoutReply
+	engage bool
 }
 
 // attempt runs the agent once.
-func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, error) {
+func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, *attemptOut, error) {
+	a := &attemptOut{tail: &OutputTail{}}
 	f, err := q.o.Store.GetFolder(ctx, t.Folder)
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
+		return Result{}, a, fmt.Errorf("%w: %w", err, ErrTerminal)
 	}
 	if len(f.AgentCommand) == 0 {
-		return Result{}, nil, fmt.Errorf("%s: %w; set one with `arizuko folder add %s --agent CMD`", t.Folder, ErrNoAgent, t.Folder)
+		return Result{}, a, fmt.Errorf("%s: %w; set one with `arizuko folder add %s --agent CMD`", t.Folder, ErrNoAgent, t.Folder)
 	}
 	sess, err := q.o.Store.EnsureSession(ctx, t.Folder, t.Topic, gated.NewSessionID())
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
 	msgs, err := q.o.Store.TurnMessages(ctx, t)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
 	var chat, replyTo string
 	engage := false
@@ -223,39 +244,44 @@ func (q *Queue) attempt(ctx context.Context, t store.Turn) (Result, []byte, erro
 	}
 	prompt, err := q.prompt(ctx, t, msgs)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
 	allowList, err := q.o.Control.EffectiveAllowlist(ctx, t.Folder)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
-	env, inj, err := q.env(ctx, t, sess.SessionID, chat)
+	env, inj, err := q.env(ctx, t, f.AgentEnv, sess.SessionID, chat)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
 	// The guest gets the folder's flat home, never a directory of the folder
 	// tree, so no other folder's home lies inside what this guest can write.
 	home, err := folder.EnsureHome(q.o.DataDir, t.Folder)
 	if err != nil {
-		return Result{}, nil, fmt.Errorf("%w: %w", err, ErrTerminal)
+		return Result{}, a, fmt.Errorf("%w: %w", err, ErrTerminal)
 	}
 	// The socket is bound before the guest starts, so the agent finds it at once.
 	gt := gated.Turn{Folder: t.Folder, Topic: t.Topic, TurnID: t.ID, Depth: t.Depth, ChatJID: chat, ReplyTo: replyTo, Engage: engage}
 	ln, err := q.o.Gated.Listen(ctx, gt)
 	if err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
 	defer ln.Close()
 	if err := q.o.Store.StartTurn(ctx, t.ID, sess.SessionID); err != nil {
-		return Result{}, nil, err
+		return Result{}, a, err
 	}
-	var out OutputTail
-	res, err := q.o.Runner.Run(ctx, Job{
+	a.engage = engage
+	job := Job{
 		Turn: t, Argv: f.AgentCommand, Env: env, Secrets: inj, Prompt: prompt, HostHome: home, GuestHome: q.o.GuestHome,
-		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: &out, MCP: gt,
-	})
+		Allow: allowList, Socket: ln.Path(), MCPConn: ln.Bridge(), MemoryMiB: f.GuestMemoryMiB, CPUs: f.GuestCPUs, Stdout: a.tail, MCP: gt,
+	}
+	if f.StdoutReply {
+		a.answer = &OutputTail{Max: gated.MaxText}
+		job.Answer = a.answer
+	}
+	res, err := q.o.Runner.Run(ctx, job)
 	res.ran = true
-	return res, out.Bytes(), err
+	return res, a, err
 }
 
 func (q *Queue) prompt(ctx context.Context, t store.Turn, msgs []store.Message) (string, error) {
@@ -288,7 +314,7 @@ func (q *Queue) prompt(ctx context.Context, t store.Turn, msgs []store.Message) 
 // secrets a shell:env:<KEY> grant names (plus the model credential keys).
 // Secrets an inject:<KEY>@<host> grant binds are returned apart, for the
 // proxy: the guest gets their placeholders instead, whatever else names them.
-func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]string, []inject.Secret, error) {
+func (q *Queue) env(ctx context.Context, t store.Turn, folderEnv []string, session, chat string) ([]string, []inject.Secret, error) {
 	env := []string{
 		"ARIZUKO_FOLDER=" + t.Folder,
 		"ARIZUKO_TOPIC=" + t.Topic,
@@ -307,7 +333,7 @@ func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]
 		if len(bound) > 0 {
 			return nil, nil, fmt.Errorf("%s: inject grants need the sealed secret store, and the daemon has no key ring: %w: %w", t.Folder, ErrSecretMissing, ErrTerminal)
 		}
-		return env, nil, nil // no key ring: no secrets to pass
+		return mergeEnv(folderEnv, env), nil, nil // no key ring: no secrets to pass
 	}
 	if err != nil {
 		return nil, nil, err
@@ -333,7 +359,28 @@ func (q *Queue) env(ctx context.Context, t store.Turn, session, chat string) ([]
 			env = append(env, k+"="+secrets[k])
 		}
 	}
-	return env, inj, nil
+	return mergeEnv(folderEnv, env, slices.Collect(maps.Keys(bound))...), inj, nil
+}
+
+// mergeEnv puts the folder's own settings first and drops those whose key
+// the host sets itself, so no folder setting replaces the turn's identity, a
+// secret or an injection placeholder (the injected names).
+func mergeEnv(folderEnv, host []string, injected ...string) []string {
+	set := map[string]bool{}
+	for _, k := range injected {
+		set[k] = true
+	}
+	for _, kv := range host {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(folderEnv)+len(host))
+	for _, kv := range folderEnv {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, host...)
 }
 
 // injections pairs every bound secret with its value; a grant naming a

@@ -43,7 +43,10 @@ type Job struct {
 	MCPConn   func(net.Conn)
 	MemoryMiB int
 	CPUs      int
-	Stdout    io.Writer // agent output, kept for the turn log
+	Stdout    io.Writer // agent output, stdout and stderr, kept for the turn log
+	// Answer, when set, gets the agent's stdout alone as well: a folder may
+	// deliver it as the reply of a turn that called no reply tool.
+	Answer io.Writer
 	// MCP is what the host fixed for the turn's socket, for a runner that
 	// serves the folder's tools somewhere else than Socket (pkg/dispatch).
 	MCP gated.Turn
@@ -155,9 +158,13 @@ func (r *JailRunner) spec(j Job, log *slog.Logger) (jail.Spec, error) {
 	if timeout == 0 {
 		timeout = 30 * time.Minute
 	}
-	stdout := j.Stdout
-	if stdout == nil {
-		stdout = io.Discard
+	stderr := j.Stdout
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	stdout := stderr
+	if j.Answer != nil {
+		stdout = io.MultiWriter(stderr, j.Answer)
 	}
 	s := jail.Spec{
 		Argv: j.Argv,
@@ -170,7 +177,7 @@ func (r *JailRunner) spec(j Job, log *slog.Logger) (jail.Spec, error) {
 		Hostname:   "arizuko",
 		Stdin:      strings.NewReader(j.Prompt),
 		Stdout:     stdout,
-		Stderr:     stdout,
+		Stderr:     stderr,
 		Kernel:     r.Kernel,
 		GuestInit:  r.GuestInit,
 		Accel:      r.Accel,

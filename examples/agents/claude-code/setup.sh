@@ -10,13 +10,21 @@ folder=${1:-demo}
 here=$(cd "$(dirname "$0")" && pwd)
 : "${ANTHROPIC_API_KEY:?set ANTHROPIC_API_KEY to the key the agent should use}"
 
+# In print mode Claude Code connects its MCP servers without waiting for them;
+# in a slow guest the model would be asked before the gated tools exist, so
+# it waits for them (MCP_CONNECTION_NONBLOCKING=false) and gives them a
+# minute to connect. No telemetry, update checks or other traffic the guest
+# may not send anyway.
 arizuko folder add "$folder" \
-  --agent "claude -p --mcp-config /home/node/.arizuko/mcp.json --allowedTools mcp__gated --output-format text"
+  --agent "claude -p --mcp-config /home/node/.arizuko/mcp.json --allowedTools mcp__gated --output-format text" \
+  --env MCP_CONNECTION_NONBLOCKING=false \
+  --env MCP_CONNECT_TIMEOUT_MS=60000 \
+  --env CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1
 
-# The folder's home (<data>/homes/<name>, each '/' written %2F) is the
-# guest's home: put the MCP config, the stdio bridge and the instructions there.
-data=${ARIZUKO_DATA:-/var/lib/arizuko}
-home="$data/homes/$(printf '%s' "$folder" | sed 's,/,%2F,g')"
+# The folder's home is the guest's home: put the MCP config, the stdio
+# bridge and the instructions there. `arizuko folder home` resolves it from
+# the data dir as the daemon does (--data, $ARIZUKO_DATA or data_dir).
+home=$(arizuko folder home --create "$folder")
 mkdir -p "$home/.arizuko"
 cp "$here/mcp.json" "$here/stdio-bridge.py" "$home/.arizuko/"
 cp "$here/CLAUDE.md" "$home/CLAUDE.md"

@@ -6,6 +6,8 @@ over the folder's socket ($ARIZUKO_MCP_SOCKET, /run/ipc/gated.sock in the
 guest) and acts on the last message's text:
 
   FAIL                      exit 1 without replying (the host retries)
+  STDOUT <text>             print <text> on stdout (and 20 KB of noise on stderr
+                            around it) and exit 0 without calling a reply tool
   DELEGATE <folder> <chat>  delegate_group(folder, rest of text, chat)
   ESCALATE <chat>           escalate_group(rest of text, chat)
   TRY <tool> <json-args>    call any tool and reply with what it answered
@@ -18,6 +20,7 @@ import os
 import re
 import socket
 import sys
+import time
 
 
 class MCP:
@@ -77,6 +80,17 @@ def main():
     if last.startswith("FAIL"):
         print("failing on purpose", file=sys.stderr)
         return 1
+    if last.startswith("STDOUT "):
+        # The pauses keep the order of the two streams in the host's tail.
+        for i in range(400):
+            print("noise %04d %s" % (i, "x" * 40), file=sys.stderr)
+        sys.stderr.flush()
+        time.sleep(0.2)
+        print(last[len("STDOUT "):])
+        sys.stdout.flush()
+        time.sleep(0.2)
+        print("stderr after the answer", file=sys.stderr)
+        return 0
 
     mcp = MCP(os.environ.get("ARIZUKO_MCP_SOCKET", "/run/ipc/gated.sock"))
     tools = mcp.tools()
