@@ -55,6 +55,7 @@ var tenancyTable = []tenancyRow{
 	{"GET /v1/folders", "/v1/folders", "", ok, mine, mine, ok},
 	{"POST /v1/folders", "/v1/folders", `{"path":"acme/new-{who}"}`, deny, deny, ok, ok},
 	{"DELETE /v1/folders/{path}", "/v1/folders/acme/del-{who}", "", deny, deny, ok, ok},
+	{"PATCH /v1/folders/{path}", "/v1/folders/acme/sub", `{"stdout_reply":true}`, deny, deny, ok, ok},
 	{"GET /v1/routes", "/v1/routes", "", ok, mine, mine, ok},
 	{"POST /v1/routes", "/v1/routes", `{"seq":100,"match":"chat_jid=irc:new-{who}","target":"acme"}`, deny, deny, ok, ok},
 	{"DELETE /v1/routes/{id}", "/v1/routes/{route}", "", deny, deny, ok, ok},
