@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -68,14 +69,14 @@ func mustAz(t *testing.T, e []string, args ...string) string {
 type daemon struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *bytes.Buffer
+	logs *nettest.Buffer // written by the daemon's output copiers while a test reads it
 }
 
 // startDaemon runs `arizuko serve` (with extra flags) on a free port and waits for /health.
 func startDaemon(t *testing.T, e []string, data string, extra ...string) *daemon {
 	t.Helper()
 	os.Remove(filepath.Join(data, daemonFile))
-	d := &daemon{cmd: exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, extra...)...), logs: &bytes.Buffer{}}
+	d := &daemon{cmd: exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0"}, extra...)...), logs: &nettest.Buffer{}}
 	d.cmd.Env = e
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {
