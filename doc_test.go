@@ -62,3 +62,23 @@ func TestLayoutMap(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmePathsExist: every repository path README.md names in backticks
+// is there, so the reader finds what it points to.
+func TestReadmePathsExist(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("`((?:cmd|pkg|internal|examples|scripts|contrib|bench|guestfs|docs)/[A-Za-z0-9_./-]+|[a-z]+\\.toml\\.example)`")
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(string(readme), -1) {
+		n++
+		if _, err := os.Stat(strings.TrimSuffix(m[1], "/")); err != nil {
+			t.Errorf("README.md names %s: %v", m[1], err)
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found %d paths in README.md: the pattern is wrong", n)
+	}
+}

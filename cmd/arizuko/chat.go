@@ -63,6 +63,11 @@ type chatSession struct {
 	undeliv  int   // messages that reached no folder
 	lastSent int64 // id of the newest message posted that a turn must answer
 	answered bool  // a reply or notice arrived since the last line was posted
+	// queue holds piped lines not yet posted: without a terminal each line
+	// waits until the turn of the one before has ended, so every line runs
+	// a turn of its own and gets its own answer (lines posted at once would
+	// be one turn answering the last).
+	queue []string
 
 	mu        sync.Mutex
 	typing    bool
@@ -151,12 +156,27 @@ func (c *chatSession) run(ctx context.Context) error {
 				}
 				continue
 			}
-			if strings.TrimSpace(l) != "" && c.post(ctx, l) {
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			if !c.tty && (len(c.queue) > 0 || !pendingSince.IsZero() && c.busy(ctx)) {
+				c.queue = append(c.queue, l)
+				continue
+			}
+			if c.post(ctx, l) {
 				pendingSince, c.answered = time.Now(), false
 			}
 		case <-tick.C:
 			busy := c.busy(ctx)
 			c.setTyping(busy)
+			if !busy && len(c.queue) > 0 && time.Since(pendingSince) > 2*c.poll {
+				l := c.queue[0]
+				c.queue = c.queue[1:]
+				if c.post(ctx, l) {
+					pendingSince, c.answered = time.Now(), false
+				}
+				continue
+			}
 			if !busy && lines == nil && time.Since(pendingSince) > 2*c.poll {
 				// Input is over and the folder is idle: drain what arrived. The turn's
 				// reply or failure notice is delivered after the turn ends, so a loaded
@@ -285,7 +305,10 @@ func newChatCmd(a *app) *cobra.Command {
 		Short: "Chat with a folder's agent in this terminal (needs `arizuko serve` running)",
 		Long: `Chat with a folder's agent: each line you type is a message to the folder
 (chat web:FOLDER), each turn runs in its own guest, and replies are printed
-as they arrive. End with Ctrl-D.`,
+as they arrive. End with Ctrl-D. Typed lines are sent at once (lines sent
+while a turn runs are answered together by the next turn); piped lines are
+sent one at a time, each once the turn of the one before has ended, so each
+gets a turn and an answer of its own.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := args[0]

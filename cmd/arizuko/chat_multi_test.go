@@ -20,13 +20,19 @@ import (
 // data dir holding folders that run the scripted agent on the host.
 func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string, *store.Store) {
 	t.Helper()
+	return chatDaemonWith(t, tc, hostAgent{}, folders...)
+}
+
+// chatDaemonWith is chatDaemon with the turns run by runner.
+func chatDaemonWith(t *testing.T, tc TurnsConfig, runner turn.Runner, folders ...string) (string, string, *store.Store) {
+	t.Helper()
 	e := servicetest.New(t, servicetest.Options{MaxTurnsPerDay: tc.MaxTurnsPerDay})
 	for _, f := range folders {
 		e.AddFolder(t, f, "python3", turn.DefaultGuestHome+"/agent.py")
 		e.InstallAgent(t, f)
 	}
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return runner }
 	t.Cleanup(func() { newTurnRunner = prev })
 	const token = "0123456789abcdef0123"
 	h, stop, err := startTurns(context.Background(), tc, e.L, token, "")
@@ -128,5 +134,34 @@ func TestChatBudgetNotice(t *testing.T) {
 	}
 	if err := daemonCall(ctx, base, token, "GET", "/v1/budgets/nope", nil, nil); service.Code(err) != service.CodeNotFound {
 		t.Fatalf("budget of a missing folder: %v", err)
+	}
+}
+
+// slowAgent is hostAgent taking as long as a guest boot, so lines piped at
+// once would reach the folder while its turn runs.
+type slowAgent struct{ hostAgent }
+
+func (s slowAgent) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
+	time.Sleep(300 * time.Millisecond)
+	return s.hostAgent.Run(ctx, j)
+}
+
+// Lines piped into a chat are each a message with a turn and an answer of
+// its own, in order, and the chat ends with 0.
+func TestChatPipedLinesEachAnswered(t *testing.T) {
+	base, token, st := chatDaemonWith(t, TurnsConfig{}, slowAgent{}, "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, status bytes.Buffer
+	c := &chatSession{base: base, token: token, folder: "a", chat: "web:a", sender: "tester",
+		in: strings.NewReader("first line\nsecond line\nthird line\n"), out: &out, status: &status, poll: 50 * time.Millisecond}
+	if err := c.run(ctx); err != nil {
+		t.Fatalf("chat: %v (status %q)", err, status.String())
+	}
+	if got, want := out.String(), "a> echo: first line\na> echo: second line\na> echo: third line\n"; got != want {
+		t.Fatalf("chat printed %q, want %q (status %q)", got, want, status.String())
+	}
+	if ts, _ := st.ListTurns(ctx, "a", 10); len(ts) != 3 {
+		t.Fatalf("%d turns, want one per line: %+v", len(ts), ts)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/secrets"
+	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // Config is arizuko.toml.
@@ -28,6 +29,9 @@ type Config struct {
 	Proxy config.Proxy `toml:"proxy"`
 	Store StoreConfig  `toml:"store"`
 	Fleet FleetConfig  `toml:"fleet"`
+	// Limits bound each tenant's folders, routes, grants, observe edges
+	// and messages per minute.
+	Limits service.Limits `toml:"limits"`
 
 	file string
 	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and
@@ -70,6 +74,7 @@ func defaultConfig() *Config {
 	return &Config{
 		Proxy:   p,
 		Server:  Server{Listen: defaultListen},
+		Limits:  service.DefaultLimits,
 		Routing: Routing{EngagementTTL: config.Duration{Duration: router.DefaultEngagementTTL}},
 	}
 }
@@ -140,6 +145,15 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 	c.Store.URL = firstNonEmpty(flags.store, getenv(envStore), c.Store.URL)
 	if c.Routing.EngagementTTL.Duration < 0 || c.Routing.EngagementTTL.Duration > 30*24*time.Hour {
 		return nil, fmt.Errorf("%s: routing.engagement_ttl %s: want 0 to 720h", path, c.Routing.EngagementTTL.Duration)
+	}
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"folders", c.Limits.Folders}, {"routes", c.Limits.Routes}, {"grants", c.Limits.Grants},
+		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute}} {
+		if k.v < 0 {
+			return nil, fmt.Errorf("%s: limits.%s %d: want 0 (no limit) or more", path, k.key, k.v)
+		}
 	}
 	if err := c.proxyOptions(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

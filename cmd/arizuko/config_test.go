@@ -3,9 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pelletier/go-toml/v2"
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -68,4 +71,40 @@ func TestCrackboxEnvReachesTurnRunner(t *testing.T) {
 		r.CacheDir != "/var/cache/crackbox" || r.Snapshot != "off" {
 		t.Fatalf("runner settings %+v", r)
 	}
+}
+
+// Every key of arizuko.toml is in the example, so the example documents it
+// ([proxy] names the keys of crackbox's table that shape turns).
+func TestExampleHasEveryKey(t *testing.T) {
+	b, err := os.ReadFile("../../arizuko.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := toml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(typ reflect.Type, at map[string]any, path string)
+	walk = func(typ reflect.Type, at map[string]any, path string) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if key == "" || key == "-" || !f.IsExported() {
+				continue
+			}
+			v, ok := at[key]
+			if !ok {
+				t.Errorf("arizuko.toml.example has no %s%s", path, key)
+				continue
+			}
+			// [proxy] is crackbox's table: arizuko refuses the keys a
+			// standalone proxy alone has (TestProxyConfigReachesTurnRunner).
+			if key != "proxy" && f.Type.Kind() == reflect.Struct && f.Type.NumField() > 0 && f.Type.Field(0).IsExported() && f.Type.Field(0).Tag.Get("toml") != "" {
+				if sub, ok := v.(map[string]any); ok {
+					walk(f.Type, sub, path+key+".")
+				}
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), doc, "")
 }

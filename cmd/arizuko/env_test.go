@@ -69,7 +69,7 @@ func TestServeUsesKeyFileFromEnv(t *testing.T) {
 	}
 	d := startDaemon(t, e, data)
 	mustAz(t, e, "folder", "add", "corp")
-	if _, stderr, err := azIn(t, e, "v1", "secret", "set", "corp", "K"); err != nil {
+	if _, stderr, err := azIn(t, e, "value-v1", "secret", "set", "corp", "K"); err != nil {
 		t.Fatalf("secret through the daemon at %s: %v %s", d.url, err, stderr)
 	}
 }

@@ -227,10 +227,10 @@ func TestSecretRotate(t *testing.T) {
 	keyFile := filepath.Join(data, "secrets.key")
 	k1 := strings.TrimSpace(readFile(t, keyFile))
 	mustAz(t, e, "folder", "add", "corp")
-	if _, stderr, err := azIn(t, e, "v1", "secret", "set", "corp", "TOKEN"); err != nil {
+	if _, stderr, err := azIn(t, e, "value-v1", "secret", "set", "corp", "TOKEN"); err != nil {
 		t.Fatal(stderr)
 	}
-	if out := mustAz(t, e, "secret", "ls"); !strings.Contains(out, "TOKEN") || strings.Contains(out, "v1") {
+	if out := mustAz(t, e, "secret", "ls"); !strings.Contains(out, "TOKEN") || strings.Contains(out, "value-v1") {
 		t.Fatalf("ls: %s", out)
 	}
 	k2, k3 := secrets.GenerateKey(), secrets.GenerateKey()
@@ -238,7 +238,7 @@ func TestSecretRotate(t *testing.T) {
 	if out := mustAz(t, e, "secret", "rotate"); !strings.Contains(out, "resealed 1") {
 		t.Fatalf("rotate: %s", out)
 	}
-	if _, stderr, err := azIn(t, e, "v2", "secret", "set", "corp", "OTHER"); err != nil {
+	if _, stderr, err := azIn(t, e, "value-v2", "secret", "set", "corp", "OTHER"); err != nil {
 		t.Fatal(stderr)
 	}
 
@@ -258,7 +258,7 @@ func TestSecretRotate(t *testing.T) {
 	}
 	defer l.Close()
 	got, err := l.FolderSecrets(context.Background(), "corp")
-	if err != nil || got["TOKEN"] != "v1" || got["OTHER"] != "v2" {
+	if err != nil || got["TOKEN"] != "value-v1" || got["OTHER"] != "value-v2" {
 		t.Fatalf("after rotation: %v %v", got, err)
 	}
 }

@@ -50,8 +50,14 @@ func specPath(p string) string {
 // and the fleet routes when tc has a NATS URL).
 func daemonServer(t *testing.T, tc TurnsConfig) (*api.Server, *service.Local) {
 	t.Helper()
+	return daemonServerWith(t, tc, servicetest.Options{})
+}
+
+// daemonServerWith is daemonServer over a data dir made with o.
+func daemonServerWith(t *testing.T, tc TurnsConfig, o servicetest.Options) (*api.Server, *service.Local) {
+	t.Helper()
 	ctx := context.Background()
-	l := servicetest.New(t, servicetest.Options{}).L
+	l := servicetest.New(t, o).L
 	prev := newTurnRunner
 	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
 	t.Cleanup(func() { newTurnRunner = prev })

@@ -74,7 +74,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	defer lock.Close()
 
 	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
-		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL})
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL, AllowCIDRs: cfg.Turns.proxy.AllowCIDRs, Limits: cfg.Limits})
 	if err != nil {
 		return err
 	}
@@ -95,8 +95,12 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", listen, err)
 	}
-	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil && !ap.Addr().IsLoopback() {
-		slog.Warn("api listens beyond loopback without TLS; front it with a TLS proxy", "addr", ln.Addr().String())
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+		if !ap.Addr().IsLoopback() {
+			slog.Warn("api listens beyond loopback without TLS; front it with a TLS proxy", "addr", ln.Addr().String())
+		}
+		// No turn reaches the daemon's own API, whatever allow_cidrs opens.
+		cfg.Turns.proxy.Refuse = append(cfg.Turns.proxy.Refuse, ap)
 	}
 	url := "http://" + ln.Addr().String()
 	info, _ := json.Marshal(daemonInfo{URL: url, PID: os.Getpid()})

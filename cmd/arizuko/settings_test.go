@@ -44,6 +44,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		{"inject to a wildcard", "", []string{"grant", "add", "folder:corp", "inject:K@*.example.com", "corp"}, "illegal character"},
 		{"empty secret", "", []string{"secret", "set", "corp", "K"}, "empty"},
 		{"secret on argv", "", []string{"secret", "set", "corp", "K", "hunter2"}, "command line"},
+		{"secret injection would refuse", "1234567\n", []string{"secret", "set", "corp", "K"}, "at least 8"},
 	}
 	for _, c := range cases {
 		_, stderr, err := azIn(t, e, c.stdin, c.args...)
@@ -58,7 +59,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 		t.Fatalf("refused secret stored:\n%s", out)
 	}
 	// What works still works: a piped secret, known actions and families.
-	if _, stderr, err := azIn(t, e, "s3cret\n", "secret", "set", "corp", "K"); err != nil {
+	if _, stderr, err := azIn(t, e, "s3cret-value\n", "secret", "set", "corp", "K"); err != nil {
 		t.Fatalf("piped secret: %v %s", err, stderr)
 	}
 	for _, a := range []string{"mcp:send", "mcp:*", "shell:env:K", "inject:K@api.example.com", "*"} {
@@ -77,7 +78,7 @@ func TestSettingsThatCannotWorkAreRefused(t *testing.T) {
 func TestServeRefusesWrongKey(t *testing.T) {
 	data, e := initData(t)
 	mustAz(t, e, "folder", "add", "corp")
-	if _, stderr, err := azIn(t, e, "v1", "secret", "set", "corp", "TOKEN"); err != nil {
+	if _, stderr, err := azIn(t, e, "value-v1", "secret", "set", "corp", "TOKEN"); err != nil {
 		t.Fatal(stderr)
 	}
 	wrong := append(append([]string{}, e...), "ARIZUKO_SECRETS_KEY="+secrets.GenerateKey())
@@ -88,7 +89,7 @@ func TestServeRefusesWrongKey(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, daemonFile)); !os.IsNotExist(err) {
 		t.Fatalf("a refused daemon left %s: %v", daemonFile, err)
 	}
-	if _, stderr, err := azIn(t, wrong, "v2", "secret", "set", "corp", "OTHER"); err == nil || !strings.Contains(stderr, "does not open") {
+	if _, stderr, err := azIn(t, wrong, "value-v2", "secret", "set", "corp", "OTHER"); err == nil || !strings.Contains(stderr, "does not open") {
 		t.Fatalf("secret set under a wrong key: %v %s", err, stderr)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // newTokenCmd is `arizuko token`.
 func newTokenCmd(a *app) *cobra.Command {
-	var kind, platform string
+	var kind, platform, tenant string
 	add := &cobra.Command{
 		Use:   "add NAME",
 		Short: "Create an API token (printed once; only its hash is stored)",
@@ -24,11 +24,18 @@ may do:
   read     read every list and the outbound queues, change nothing (dashboards)
   adapter  post inbound messages for --platform into chats named
            "<platform>:…" and read that platform's outbound queue, nothing else
+  tenant   (--tenant acme) an operator of one tenant: folders, its own routes,
+           grants it may hand on, secrets, turns, messages, observations and
+           the web chat on acme and below; no tokens, adapters, platform-wide
+           routes or other tenants' rows
 The token is printed once on stdout; only its SHA-256 is stored. Revoke it
 with "arizuko token rm NAME".`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(ctx context.Context, s service.Service, args []string) error {
-			out, err := s.AddToken(ctx, service.TokenIn{Name: args[0], Kind: kind, Platform: platform})
+			if tenant != "" && kind == service.KindRead { // the default: --tenant alone
+				kind = service.KindTenant
+			}
+			out, err := s.AddToken(ctx, service.TokenIn{Name: args[0], Kind: kind, Platform: platform, Tenant: tenant})
 			if err != nil || a.json {
 				return jsonOr(out, err)
 			}
@@ -37,16 +44,17 @@ with "arizuko token rm NAME".`,
 			return nil
 		}),
 	}
-	add.Flags().StringVar(&kind, "kind", service.KindRead, "admin, read, adapter or runner")
+	add.Flags().StringVar(&kind, "kind", service.KindRead, "admin, read, adapter, runner or tenant")
+	add.Flags().StringVar(&tenant, "tenant", "", "the tenant token's top-level folder (implies --kind tenant)")
 	add.Flags().StringVar(&platform, "platform", "", "the adapter token's platform (e.g. slack)")
 	ls := &cobra.Command{
 		Use: "ls", Short: "List API tokens (names and kinds; never the tokens)", Args: cobra.NoArgs,
-		RunE: listing(a, "NAME\tKIND\tPLATFORM\tCREATED\tBY",
+		RunE: listing(a, "NAME\tKIND\tPLATFORM\tTENANT\tCREATED\tBY",
 			func(ctx context.Context, s service.Service, _ []string) ([]store.Token, error) {
 				return s.ListTokens(ctx)
 			},
 			func(t store.Token) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.Name, t.Kind, t.Platform, time.UnixMilli(t.CreatedAt).UTC().Format(time.RFC3339), t.CreatedBy)
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", t.Name, t.Kind, t.Platform, t.Tenant, time.UnixMilli(t.CreatedAt).UTC().Format(time.RFC3339), t.CreatedBy)
 			}),
 	}
 	rm := &cobra.Command{

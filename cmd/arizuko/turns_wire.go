@@ -160,6 +160,14 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	if fleet != nil {
 		fleet.Register(core)
 	}
+	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
+		// Counts name tenants: the operator's and read tokens' alone.
+		if err := l.Gate().Check(r.Context(), service.Principal(r.Context()), "audit:read", ""); err != nil {
+			return err
+		}
+		l.Metrics().ServeHTTP(w, r)
+		return nil
+	}})
 	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
 	wc.Register(core)
 	if self != "" {

@@ -160,6 +160,19 @@ func selfOf(principal string) string {
 	return ""
 }
 
+// HoldsAny reports whether principal holds an allow row for action on some
+// scope: a list it cannot read whole is then filtered, not refused.
+func (p *Policy) HoldsAny(principal, action string) bool {
+	for _, who := range p.Closure(principal) {
+		for _, g := range p.rows[who] {
+			if g.Effect == Allow && ActionMatch(g.Action, action) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Decide is the evaluator: may principal perform action on the folder scope?
 // A matching deny anywhere in the membership closure wins; otherwise the first
 // matching allow; otherwise deny.

@@ -56,6 +56,9 @@ func (c Class) allows(kind string) bool {
 		return c == Ingest || c == Outbound
 	case service.KindRunner:
 		return c == Fleet
+	case service.KindTenant:
+		// The grants keep it to its tree; whole-tree routes refuse it there.
+		return c == Read || c == Write || c == Ingest
 	}
 	return false
 }

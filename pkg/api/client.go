@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	var rd io.Reader
 	if body != nil {
+		if f := invalidString(reflect.ValueOf(body), ""); f != "" {
+			return fmt.Errorf("field %s is not valid UTF-8: send text as UTF-8: %w", f, service.ErrInvalid)
+		}
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err

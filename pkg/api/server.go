@@ -4,6 +4,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -182,6 +183,8 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, code
 	case service.CodeUnavailable:
 		return http.StatusServiceUnavailable, code
+	case service.CodeLimit:
+		return http.StatusTooManyRequests, code
 	}
 	return http.StatusInternalServerError, service.CodeInternal
 }
@@ -202,15 +205,23 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	return enc.Encode(v)
 }
 
-// Decode reads one JSON object into v: known fields only, nothing after it.
+// Decode reads one JSON object into v: known fields only, nothing after it,
+// every string UTF-8.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return badRequest{fmt.Sprintf("body is larger than %d bytes", MaxBody)}
 		}
+		return badRequest{"reading the body: " + err.Error()}
+	}
+	if f := invalidUTF8(body); f != "" {
+		return badRequest{fmt.Sprintf("field %s is not valid UTF-8: send text as UTF-8", f)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return badRequest{"body is empty: send a JSON object"}
 		}

@@ -104,10 +104,13 @@ type Outcome struct {
 	Exit      int    `json:"exit"`
 	ExecError string `json:"exec_error,omitempty"`
 	Egress    string `json:"egress,omitempty"`
-	Error     string `json:"error,omitempty"`
-	Terminal  bool   `json:"terminal,omitempty"` // a retry cannot fix it
-	Output    string `json:"output,omitempty"`   // the tail of the agent's output
-	Answer    string `json:"answer,omitempty"`   // the tail of its stdout alone, when the job asked for it
+	// Guarded are the destinations the turn's proxy refused as private
+	// or the host's own, for the control plane's audit log.
+	Guarded  []string `json:"guarded,omitempty"`
+	Error    string   `json:"error,omitempty"`
+	Terminal bool     `json:"terminal,omitempty"` // a retry cannot fix it
+	Output   string   `json:"output,omitempty"`   // the tail of the agent's output
+	Answer   string   `json:"answer,omitempty"`   // the tail of its stdout alone, when the job asked for it
 }
 
 // Advert is what a runner announces in RunnerBucket while it runs.

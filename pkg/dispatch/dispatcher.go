@@ -124,7 +124,7 @@ func (d *Dispatcher) result(o Outcome, j turn.Job) (turn.Result, error) {
 	if j.Answer != nil && o.Answer != "" {
 		j.Answer.Write([]byte(o.Answer))
 	}
-	res := turn.Result{Exit: o.Exit, ExecError: o.ExecError, Egress: o.Egress}
+	res := turn.Result{Exit: o.Exit, ExecError: o.ExecError, Egress: o.Egress, Guarded: o.Guarded}
 	if o.Error == "" {
 		return res, nil
 	}

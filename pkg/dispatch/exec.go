@@ -69,6 +69,7 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	}
 	res, err := r.o.Exec.Run(ctx, job)
 	out.Exit, out.ExecError, out.Egress, out.Output, out.Answer = res.Exit, res.ExecError, res.Egress, string(tail.Bytes()), string(answer.Bytes())
+	out.Guarded = res.Guarded
 	if err != nil {
 		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)
 	}

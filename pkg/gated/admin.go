@@ -44,7 +44,7 @@ func (h *handler) registerNetwork(srv *mcp.Server) {
 				if err := h.check(ctx, "network_"+eff, f); err != nil {
 					return "", err
 				}
-				r, err := h.s.o.Control.SetNetworkRule(admin(ctx), store.NetworkRule{Folder: f, Host: in.Host, Effect: eff})
+				r, err := h.s.o.Control.SetNetworkRule(h.admin(ctx), store.NetworkRule{Folder: f, Host: in.Host, Effect: eff})
 				if err != nil {
 					return "", err
 				}
@@ -60,7 +60,7 @@ func (h *handler) registerNetwork(srv *mcp.Server) {
 			if err := h.check(ctx, "network_list", f); err != nil {
 				return "", err
 			}
-			v, err := h.s.o.Control.ListNetwork(admin(ctx), f)
+			v, err := h.s.o.Control.ListNetwork(h.admin(ctx), f)
 			if err != nil {
 				return "", err
 			}
@@ -81,7 +81,7 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
-			var out []router.Route
+			out := []router.Route{} // an empty list, never null
 			for _, r := range rs {
 				if t, err := router.ParseTarget(r.Target); err == nil && folder.Within(t.Folder, h.t.Folder) {
 					out = append(out, r)
@@ -105,7 +105,7 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			if err := h.confineRoute(ctx, r); err != nil {
 				return "", err
 			}
-			out, err := h.s.o.Control.AddRoute(admin(ctx), r)
+			out, err := h.s.o.Control.AddRoute(h.admin(ctx), r)
 			if err != nil {
 				return "", err
 			}
@@ -124,7 +124,7 @@ func (h *handler) registerRoutes(srv *mcp.Server) {
 			if err := h.check(ctx, "delete_route", t.Folder); err != nil {
 				return "", err
 			}
-			if err := h.s.o.Control.RemoveRoute(admin(ctx), in.ID); err != nil {
+			if err := h.s.o.Control.RemoveRoute(h.admin(ctx), in.ID); err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("route %d deleted", in.ID), nil

@@ -35,6 +35,11 @@ type forkIn struct {
 // the lowest a tenant's route may have, so the operator's routes keep precedence.
 const RegisterSeq = service.TenantRouteSeq
 
+// observeLimiter is the control plane's limit on a tenant's observe edges.
+type observeLimiter interface {
+	LimitObserve(ctx context.Context, observer string) error
+}
+
 func (h *handler) registerGroups(srv *mcp.Server) {
 	add(srv, "observe_group", "Include another folder's recent messages in this folder's prompts.", schema("source:string"),
 		func(ctx context.Context, in sourceIn) (string, error) {
@@ -43,6 +48,11 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			}
 			if err := h.check(ctx, "observe_group", in.Source); err != nil {
 				return "", err
+			}
+			if lim, ok := h.s.o.Control.(observeLimiter); ok {
+				if err := lim.LimitObserve(ctx, h.t.Folder); err != nil {
+					return "", err
+				}
 			}
 			if err := h.s.o.Store.AddObserver(ctx, h.t.Folder, in.Source); err != nil {
 				return "", err
@@ -83,10 +93,10 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 			if err != nil {
 				return "", err
 			}
-			if _, err := h.s.o.Control.AddFolder(admin(ctx), store.Folder{Path: in.Folder, AgentCommand: self.AgentCommand}); err != nil {
+			if _, err := h.s.o.Control.AddFolder(h.admin(ctx), store.Folder{Path: in.Folder, AgentCommand: self.AgentCommand}); err != nil {
 				return "", err
 			}
-			r, err := h.s.o.Control.AddRoute(admin(ctx), router.Route{Seq: RegisterSeq, Match: "chat_jid=" + in.ChatJID, Target: in.Folder})
+			r, err := h.s.o.Control.AddRoute(h.admin(ctx), router.Route{Seq: RegisterSeq, Match: "chat_jid=" + in.ChatJID, Target: in.Folder})
 			if err != nil {
 				return "", fmt.Errorf("folder %s created, route failed: %w", in.Folder, err)
 			}
@@ -95,8 +105,8 @@ func (h *handler) registerGroups(srv *mcp.Server) {
 	add(srv, "fork_topic", "Start a topic with a fresh session and a copy of the parent topic's session state.",
 		schema("parent:string", "child:string"),
 		func(ctx context.Context, in forkIn) (string, error) {
-			if in.Child == "" || strings.ContainsAny(in.Child, "#/\\\x00") || len(in.Child) > 64 {
-				return "", fmt.Errorf("child topic %q: want 1..64 characters without #, / or \\: %w", in.Child, ErrInvalid)
+			if err := router.ValidateTopic(in.Child); err != nil {
+				return "", fmt.Errorf("child %w", err)
 			}
 			if err := h.check(ctx, "fork_topic", h.t.Folder); err != nil {
 				return "", err

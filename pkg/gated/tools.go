@@ -81,8 +81,10 @@ func (h *handler) check(ctx context.Context, tool, scope string) error {
 	return err
 }
 
-func admin(ctx context.Context) context.Context {
-	return service.WithPrincipal(ctx, service.AdminPrincipal)
+// admin is the context a tool calls the control plane with once its own
+// grant check passed: the admin principal, acting for the turn's folder.
+func (h *handler) admin(ctx context.Context) context.Context {
+	return service.OnBehalf(service.WithPrincipal(ctx, service.AdminPrincipal), h.t.principal())
 }
 
 func jsonText(v any) (string, error) {

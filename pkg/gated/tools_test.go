@@ -157,9 +157,14 @@ var toolRows = map[string]toolRow{
 		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "chat_jid=irc:eng", "corp/eng", true) }},
 	"delete_route": {"corp", "corp/eng",
 		func(t *testing.T, e *toolEnv) map[string]any {
-			return map[string]any{"id": addRoute(t, e, "platform=irc", "corp/eng")}
+			// A tenant removes only a route it added: this one corp's agent did.
+			r, err := e.st.InsertRoute(context.Background(), router.Route{Seq: RegisterSeq, Match: "chat_jid=irc:eng", Target: "corp/eng", Owner: "folder:corp"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"id": r.ID}
 		},
-		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "platform=irc", "corp/eng", false) }},
+		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "chat_jid=irc:eng", "corp/eng", false) }},
 	"submit_turn": {"corp", "corp",
 		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"status": "ok", "result": "done"} },
 		func(t *testing.T, e *toolEnv, _ string) {
@@ -215,8 +220,12 @@ func TestEveryToolDeniedWithoutGrant(t *testing.T) {
 				t.Fatalf("granted call refused: %s", text)
 			}
 			row.effect(t, e, text)
-			if got := e.audit(t); len(got) != len(after) {
-				t.Fatalf("allowed call wrote audit rows: %+v", got[:len(got)-len(after)])
+			// Only a change of the route table is audited when allowed, as
+			// the folder it was made for.
+			for _, a := range e.audit(t)[:len(e.audit(t))-len(after)] {
+				if a.Decision != "allow" || a.Principal != "folder:"+row.caller || !strings.HasPrefix(a.Action, "route:") {
+					t.Fatalf("allowed call wrote audit row %+v", a)
+				}
 			}
 		})
 	}

@@ -15,6 +15,9 @@ type AddrError struct {
 	Class string
 	// Literal: the client named the address itself; AllowCIDRs never open a literal.
 	Literal bool
+	// Tenant: the client's list is a tenant's (Options.TenantLists), so only
+	// the operator's AllowCIDRs open the literal.
+	Tenant bool
 }
 
 func (e *AddrError) Error() string {
@@ -32,6 +35,9 @@ func (e *AddrError) Prefix() netip.Prefix {
 // naming exactly it (crackbox run --allow-cidr, or allow_cidrs in the proxy's config);
 // for an IP literal, an allowlist entry naming exactly it.
 func (e *AddrError) Fix() string {
+	if e.Literal && e.Tenant {
+		return fmt.Sprintf("the operator's allow_cidrs = [%q] in the [proxy] of arizuko.toml (a tenant's allowlist entry never opens it)", e.Prefix().String())
+	}
 	if e.Literal {
 		return fmt.Sprintf("an allowlist entry naming exactly %s (--allow %s)", e.Addr, e.Addr)
 	}

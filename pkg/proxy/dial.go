@@ -29,7 +29,8 @@ type verdict struct {
 // and the destination guard. An IP literal needs an address entry of the
 // client's allowlist covering it on that port; the guard then exempts the
 // list's address entries, not AllowCIDRs, which only widen where allowed
-// names may resolve to.
+// names may resolve to; with TenantLists it exempts AllowCIDRs alone, so a
+// list the operator did not write never widens the guard.
 func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host string, port int) verdict {
 	v := verdict{host: host, port: port}
 	h, err := allow.NormalizeHost(host)
@@ -47,12 +48,20 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 			}
 			return v
 		}
-		if err := p.guard(c.Allow.Prefixes(), a); err != nil {
+		exempt := c.Allow.Prefixes()
+		if cfg.tenantLists {
+			exempt = cfg.cidrs
+		}
+		if err := p.guard(exempt, a); err != nil {
 			v.reason, v.detail = ReasonPrivateAddress, err.Error()
 			if errors.As(err, &v.refused) {
-				v.refused.Literal = true
+				v.refused.Literal, v.refused.Tenant = true, cfg.tenantLists
 				v.detail = refusedDetail(h, v.refused)
 			}
+			return v
+		}
+		if err := p.refused(cfg, a, port); err != nil {
+			v.reason, v.detail = ReasonPrivateAddress, err.Error()
 			return v
 		}
 		v.addrs = []netip.Addr{a}
@@ -66,6 +75,9 @@ func (p *Proxy) authorize(ctx context.Context, cfg *config, c Client, host strin
 		return v
 	}
 	addrs, err := p.resolve(ctx, cfg, h)
+	if err == nil {
+		addrs, err = p.withoutRefused(cfg, h, addrs, port)
+	}
 	if err != nil {
 		v.detail = err.Error()
 		switch {

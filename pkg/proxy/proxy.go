@@ -82,6 +82,15 @@ type Options struct {
 	// Replica names this proxy in its decision lines, so a fleet's merged
 	// logs say which replica decided; "" leaves the field out.
 	Replica string
+	// TenantLists marks every client's allowlist as written by someone the
+	// operator does not trust with the host's network (an arizuko tenant):
+	// its address entries still open an IP literal, but only AllowCIDRs
+	// exempt that literal from the destination guard.
+	TenantLists bool
+	// Refuse are listeners of the host's own services no client may reach,
+	// whatever AllowCIDRs or an allowlist says; an unspecified address
+	// stands for every address of the host.
+	Refuse []netip.AddrPort
 }
 
 // config is the reloadable part of Options in ready-to-use form.
@@ -97,6 +106,8 @@ type config struct {
 	upstreamRoots *x509.CertPool
 	dlog          *decisionLog
 	onDecision    func(Decision)
+	tenantLists   bool
+	refuse        []netip.AddrPort
 }
 
 // Proxy decides and relays connections for the clients in its Registry.
@@ -167,6 +178,8 @@ func buildConfig(opts Options) (*config, error) {
 		upstreamRoots: opts.UpstreamRoots,
 		dlog:          &decisionLog{w: opts.DecisionLog, replica: opts.Replica},
 		onDecision:    opts.OnDecision,
+		tenantLists:   opts.TenantLists,
+		refuse:        slices.Clone(opts.Refuse),
 	}
 	for _, pfx := range opts.AllowCIDRs {
 		if !pfx.IsValid() {

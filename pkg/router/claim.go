@@ -24,6 +24,9 @@ type Claim struct {
 	Sure bool
 	// Engaged marks the chat's engagement: where a message no route takes goes.
 	Engaged bool
+	// Like is the other chat this route names that the claimed chat looks
+	// like (same Unicode TR39 skeleton); "" when the route may take it.
+	Like string
 }
 
 // Tenant is the tenant the claim sends messages to; "" when it depends on

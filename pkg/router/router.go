@@ -26,6 +26,9 @@ type Route struct {
 	Seq    int    `json:"seq"`
 	Match  string `json:"match"`
 	Target string `json:"target"`
+	// Owner is the principal that added the route; "" for the operator's
+	// routes of before owners were kept.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Validate parses the match and target.

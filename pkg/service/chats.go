@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/mtibben/confusables"
+
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -32,6 +34,39 @@ func ValidChatJID(jid string) error {
 	for _, r := range jid {
 		if unicode.IsSpace(r) || unicode.IsControl(r) {
 			return invalid("chat_jid %q has %q: spaces and control characters are not allowed in a chat jid", jid, r)
+		}
+	}
+	if err := noFormat("chat_jid", jid); err != nil {
+		return err
+	}
+	p, _, _ := strings.Cut(jid, ":")
+	if asciiPlatform(p) {
+		for _, r := range jid {
+			if r > unicode.MaxASCII {
+				return invalid("chat_jid %q has %q: %s ids are ASCII, and a letter beyond ASCII here is a look-alike of another chat (U+%04X)", jid, r, p, r)
+			}
+		}
+	}
+	return nil
+}
+
+// asciiPlatforms are the platforms whose chat ids are ASCII: a chat jid of
+// theirs with any other character can only pass for another chat, so it is
+// refused rather than judged by what it looks like.
+var asciiPlatforms = map[string]bool{"web": true, "webchat": true, "term": true, "slack": true, "tg": true,
+	"telegram": true, "discord": true, "irc": true, "sms": true, "whatsapp": true}
+
+func asciiPlatform(p string) bool {
+	return asciiPlatforms[p] || strings.HasPrefix(p, "term-")
+}
+
+// noFormat refuses format characters (Unicode Cf: bidi overrides and
+// isolates such as U+202E, zero-width spaces and joiners) in an identifier:
+// they make one name display as another.
+func noFormat(field, s string) error {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return invalid("%s %q has U+%04X, a format or bidi control; identifiers may not hold one", field, s, r)
 		}
 	}
 	return nil
@@ -87,6 +122,9 @@ func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (cl
 		}
 		sure = sure || cl.Sure
 	}
+	if cl, ok := lookAlike(rs, chat, tenant); ok {
+		return cl, true, nil
+	}
 	if sure {
 		return claim, false, nil
 	}
@@ -104,8 +142,38 @@ func ForeignClaim(ctx context.Context, st *store.Store, chat, tenant string) (cl
 	return claim, false, nil
 }
 
+// lookAlike finds a route naming another tenant's chat that chat looks
+// like: the same Unicode TR39 skeleton ("mail:bob@exаmple.com" with a
+// Cyrillic a, "mail:bob@example.com"), so a user would take one for the other.
+func lookAlike(rs []router.Route, chat, tenant string) (router.Claim, bool) {
+	sk := confusables.Skeleton(chat)
+	for _, r := range rs {
+		m, err := router.ParseMatch(r.Match)
+		if err != nil {
+			continue
+		}
+		other, ok := m.Literal("chat_jid")
+		if !ok || other == chat || confusables.Skeleton(other) != sk {
+			continue
+		}
+		t, err := router.ParseTarget(r.Target)
+		if err != nil {
+			continue
+		}
+		cl := router.Claim{RouteID: r.ID, Seq: r.Seq, Match: r.Match, Folder: t.Folder, Like: other}
+		if cl.Tenant() != tenant {
+			return cl, true
+		}
+	}
+	return router.Claim{}, false
+}
+
 // ClaimReason says why a claim makes a chat another tenant's, for a refusal.
 func ClaimReason(chat string, cl router.Claim, tenant string) string {
+	if cl.Like != "" {
+		return fmt.Sprintf("chat %s looks like %s (the same Unicode TR39 skeleton), which route %d sends to %s, another tenant than %s",
+			chat, cl.Like, cl.RouteID, cl.Folder, tenant)
+	}
 	if cl.Engaged {
 		return fmt.Sprintf("chat %s is engaged with %s, where it goes when no route takes it, another tenant than %s", chat, cl.Folder, tenant)
 	}

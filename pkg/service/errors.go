@@ -17,6 +17,7 @@ const (
 	CodeConflict    = "conflict"
 	CodeDenied      = "denied"
 	CodeUnavailable = "unavailable"
+	CodeLimit       = "limit"
 	CodeInternal    = "internal"
 )
 
@@ -30,6 +31,7 @@ var codeOf = []struct {
 	{CodeNotFound, []error{ErrNotFound, store.ErrNotFound}},
 	{CodeConflict, []error{ErrConflict, store.ErrExists, store.ErrConflict, store.ErrClaimed}},
 	{CodeUnavailable, []error{ErrUnavailable, secrets.ErrNoKey, store.ErrUnreachable}},
+	{CodeLimit, []error{ErrLimit}},
 }
 
 // Code classifies err into one of the Code* names.
@@ -70,6 +72,8 @@ func (e *Error) Is(target error) bool {
 		return target == ErrDenied
 	case CodeUnavailable:
 		return target == ErrUnavailable
+	case CodeLimit:
+		return target == ErrLimit
 	}
 	return false
 }

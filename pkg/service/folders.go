@@ -46,6 +46,9 @@ func (l *Local) createFolder(ctx context.Context, f store.Folder) error {
 	if _, err := folder.Path(l.opts.DataDir, f.Path); err != nil {
 		return err
 	}
+	if err := l.limitFolders(ctx, f.Path); err != nil {
+		return err
+	}
 	if err := l.st.InsertFolder(ctx, f, folder.Parent(f.Path)); err != nil {
 		return err
 	}
@@ -61,10 +64,12 @@ func (l *Local) createFolder(ctx context.Context, f store.Folder) error {
 
 // ListFolders lists every folder; needs folder:read on the whole tree.
 func (l *Local) ListFolders(ctx context.Context) ([]store.Folder, error) {
-	if err := l.check(ctx, "folder:read", ""); err != nil {
+	show, err := l.visible(ctx, "folder:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListFolders(ctx)
+	fs, err := l.st.ListFolders(ctx)
+	return filter(fs, show, func(f store.Folder) string { return f.Path }), err
 }
 
 // RemoveFolder deletes a childless folder's row with what belongs to it:
@@ -79,10 +84,17 @@ func (l *Local) RemoveFolder(ctx context.Context, path string) error {
 	if err := l.check(ctx, "folder:rm", path); err != nil {
 		return err
 	}
+	gone, err := l.routesOf(ctx, path)
+	if err != nil {
+		return err
+	}
 	if err := l.st.DeleteFolder(ctx, path); err != nil {
 		return err
 	}
 	l.invalidate()
+	for _, r := range gone {
+		l.auditRoute(ctx, "route:rm", &r, nil)
+	}
 	moved, err := folder.RetireHome(l.opts.DataDir, path, time.Now())
 	if err != nil {
 		slog.ErrorContext(ctx, "folder removed, home not moved aside", "folder", path, "err", err)
@@ -111,6 +123,16 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 	if err := r.Validate(); err != nil {
 		return r, err
 	}
+	if err := noFormat("route match", r.Match); err != nil {
+		return r, err
+	}
+	if m, err := router.ParseMatch(r.Match); err == nil {
+		if chat, ok := m.Literal("chat_jid"); ok {
+			if err := ValidChatJID(chat); err != nil {
+				return r, err
+			}
+		}
+	}
 	if err := l.check(ctx, "route:add", routeScope(r.Target)); err != nil {
 		return r, err
 	}
@@ -120,11 +142,16 @@ func (l *Local) AddRoute(ctx context.Context, r router.Route) (router.Route, err
 	if err := l.routeFits(ctx, r); err != nil {
 		return r, err
 	}
+	if err := l.limitRoutes(ctx, r); err != nil {
+		return r, err
+	}
+	r.Owner = l.actor(ctx)
 	out, err := l.st.InsertRoute(ctx, r)
 	if err != nil {
 		return r, err
 	}
 	l.invalidate()
+	l.auditRoute(ctx, "route:add", nil, &out)
 	return out, nil
 }
 
@@ -158,13 +185,17 @@ func (l *Local) routeFits(ctx context.Context, r router.Route) error {
 
 // ListRoutes lists the table in resolution order; needs route:read on the tree.
 func (l *Local) ListRoutes(ctx context.Context) ([]router.Route, error) {
-	if err := l.check(ctx, "route:read", ""); err != nil {
+	show, err := l.visible(ctx, "route:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListRoutes(ctx)
+	rs, err := l.st.ListRoutes(ctx)
+	return filter(rs, show, func(r router.Route) string { return routeScope(r.Target) }), err
 }
 
-// RemoveRoute deletes a route; needs route:rm on its target folder.
+// RemoveRoute deletes a route; needs route:rm on its target folder, and a
+// caller without route:rm on the whole tree removes only a route it added
+// (mayRemoveRoute). Every change of the table is audited with the route.
 func (l *Local) RemoveRoute(ctx context.Context, id int64) error {
 	r, err := l.st.GetRoute(ctx, id)
 	if err != nil {
@@ -173,9 +204,13 @@ func (l *Local) RemoveRoute(ctx context.Context, id int64) error {
 	if err := l.check(ctx, "route:rm", routeScope(r.Target)); err != nil {
 		return err
 	}
+	if err := l.mayRemoveRoute(ctx, r); err != nil {
+		return err
+	}
 	if err := l.st.DeleteRoute(ctx, id); err != nil {
 		return err
 	}
 	l.invalidate()
+	l.auditRoute(ctx, "route:rm", &r, nil)
 	return nil
 }

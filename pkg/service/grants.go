@@ -29,6 +29,9 @@ func (l *Local) AddGrant(ctx context.Context, g acl.Grant) (acl.Grant, error) {
 	if err := l.gate.CheckGrant(ctx, l.principal(ctx), g); err != nil {
 		return g, err
 	}
+	if err := l.limitGrants(ctx, g); err != nil {
+		return g, err
+	}
 	out, err := l.st.InsertGrant(ctx, g)
 	if err != nil {
 		return g, err
@@ -44,12 +47,15 @@ func (l *Local) principal(ctx context.Context) string {
 	return "anonymous:"
 }
 
-// ListGrants lists rows (all, or one principal's); needs grant:read on the tree.
+// ListGrants lists rows (all, or one principal's) whose scope lies where
+// the caller holds grant:read; rows of the whole tree show to its readers.
 func (l *Local) ListGrants(ctx context.Context, principal string) ([]acl.Grant, error) {
-	if err := l.check(ctx, "grant:read", ""); err != nil {
+	show, err := l.visible(ctx, "grant:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListGrants(ctx, principal)
+	gs, err := l.st.ListGrants(ctx, principal)
+	return filter(gs, show, func(g acl.Grant) string { return globRoot(g.Scope) }), err
 }
 
 // RemoveGrant deletes a row the caller could have granted itself.
@@ -136,16 +142,20 @@ func (l *Local) RemoveMember(ctx context.Context, e acl.Edge) error {
 
 // ListMembers lists membership edges; needs grant:read on the tree.
 func (l *Local) ListMembers(ctx context.Context) ([]acl.Edge, error) {
-	if err := l.check(ctx, "grant:read", ""); err != nil {
+	show, err := l.visible(ctx, "grant:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListEdges(ctx)
+	es, err := l.st.ListEdges(ctx)
+	return filter(es, show, func(e acl.Edge) string { return principalFolder(e.Member) }), err
 }
 
 // ListAudit returns recent audit entries; needs audit:read on the tree.
 func (l *Local) ListAudit(ctx context.Context, limit int) ([]store.AuditEntry, error) {
-	if err := l.check(ctx, "audit:read", ""); err != nil {
+	show, err := l.visible(ctx, "audit:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListAudit(ctx, limit)
+	as, err := l.st.ListAudit(ctx, limit)
+	return filter(as, show, func(a store.AuditEntry) string { return a.Scope }), err
 }

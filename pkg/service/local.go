@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/router"
@@ -26,6 +31,12 @@ type Options struct {
 	Create        bool          // create the data dir and database when missing
 	// MaxTurnsPerDay is the instance default of the per-folder turn budget (0 = unlimited).
 	MaxTurnsPerDay int
+	// AllowCIDRs are the operator's proxy.allow_cidrs: the only private
+	// ranges a tenant's allowlist may name.
+	AllowCIDRs []netip.Prefix
+	// Limits bound each tenant's folders, routes, grants, observe edges and
+	// messages; the zero value limits nothing.
+	Limits Limits
 	// Store is a PostgreSQL URL (postgres://…) holding the database instead of the
 	// data dir's SQLite file; "" is SQLite.
 	Store string
@@ -40,6 +51,9 @@ type Local struct {
 	mu     sync.Mutex
 	policy *acl.Policy   // nil after a grant, membership or folder write
 	table  *router.Table // nil after a route write
+
+	limits *limiter
+	reg    *prometheus.Registry // the service's own metrics
 
 	keyMu sync.Mutex
 	keyOK bool // the ring opened the store's key check
@@ -81,9 +95,16 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 }
 
 func localOn(st *store.Store, o Options) *Local {
-	l := &Local{st: st, opts: o}
+	reg := prometheus.NewRegistry()
+	l := &Local{st: st, opts: o, reg: reg, limits: newLimiter(o.Limits, reg)}
 	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit}
 	return l
+}
+
+// Metrics serves the service's metrics in the Prometheus text format; the
+// caller decides who may read them.
+func (l *Local) Metrics() http.Handler {
+	return promhttp.HandlerFor(l.reg, promhttp.HandlerOpts{})
 }
 
 // Close closes the database.

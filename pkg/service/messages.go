@@ -28,9 +28,16 @@ func (in MessageIn) validate() error {
 	case !utf8.ValidString(in.Text) || !utf8.ValidString(in.Sender):
 		return invalid("text and sender must be UTF-8")
 	}
-	for _, f := range []string{in.Sender, in.Platform, in.Room, in.PlatformID, in.ReplyTo, in.Verb, in.Adapter} {
-		if len(f) > 256 {
-			return invalid("a field is %d bytes, the limit is 256", len(f))
+	for _, f := range []struct{ name, v string }{{"sender", in.Sender}, {"platform", in.Platform}, {"room", in.Room},
+		{"platform_id", in.PlatformID}, {"reply_to", in.ReplyTo}, {"verb", in.Verb}, {"adapter", in.Adapter}} {
+		if len(f.v) > 256 {
+			return invalid("%s is %d bytes, the limit is 256", f.name, len(f.v))
+		}
+		if !utf8.ValidString(f.v) {
+			return invalid("%s is not UTF-8", f.name)
+		}
+		if err := noFormat(f.name, f.v); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -86,6 +93,9 @@ func (l *Local) PostMessage(ctx context.Context, in MessageIn) (Ingest, error) {
 	if err := l.check(ctx, "message:post", res.Folder); err != nil {
 		return Ingest{}, err
 	}
+	if err := l.limitMessages(ctx, res.Folder); err != nil {
+		return Ingest{}, err
+	}
 	if res.PerSender {
 		if _, err := l.st.GetFolder(ctx, res.Folder); errors.Is(err, store.ErrNotFound) {
 			if err := l.createFolder(ctx, store.Folder{Path: res.Folder}); err != nil && !errors.Is(err, store.ErrExists) {
@@ -107,16 +117,18 @@ func (l *Local) PostMessage(ctx context.Context, in MessageIn) (Ingest, error) {
 	return Ingest{Message: m, Route: res, Duplicate: dup}, nil
 }
 
-// ListMessages returns a chat's messages. A chat spans folders, so reading
-// one needs message:read on the whole tree.
+// ListMessages returns a chat's messages the caller may read: a chat spans
+// folders, so each message shows only to a reader of its folder.
 func (l *Local) ListMessages(ctx context.Context, chat string, after int64, limit int) ([]store.Message, error) {
 	if chat == "" {
 		return nil, invalid("chat is required")
 	}
-	if err := l.check(ctx, "message:read", ""); err != nil {
+	show, err := l.visible(ctx, "message:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListMessages(ctx, chat, after, limit)
+	ms, err := l.st.ListMessages(ctx, chat, after, limit)
+	return filter(ms, show, func(m store.Message) string { return m.Folder }), err
 }
 
 // Resolve shows where a message would go, without storing it.

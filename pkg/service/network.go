@@ -3,9 +3,13 @@ package service
 import (
 	"context"
 	"fmt"
+	"net/netip"
+
+	"github.com/crackbox/crackbox/pkg/acl"
 
 	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -36,7 +40,47 @@ func (l *Local) SetNetworkRule(ctx context.Context, r store.NetworkRule) (store.
 	if err := l.check(ctx, "network:"+r.Effect, r.Folder); err != nil {
 		return r, err
 	}
+	if r.Effect == "allow" {
+		if err := l.guardEntry(ctx, r); err != nil {
+			return r, err
+		}
+	}
 	return r, l.st.SetNetworkRule(ctx, r)
+}
+
+// guardEntry refuses, and audits, an address entry naming a loopback,
+// private, CGNAT, link-local or other special range the operator's
+// allow_cidrs do not cover: folder rules are what tenants write, so they
+// never open the host's networks, and each turn's proxy would refuse the
+// entry anyway (it also refuses what no static range tells: the host's own
+// public address, the daemon's listeners). Refusing here says so at once.
+func (l *Local) guardEntry(ctx context.Context, r store.NetworkRule) error {
+	list, err := allow.Parse([]string{r.Host})
+	if err != nil {
+		return invalid("%w", err)
+	}
+	pfxs := list.Prefixes()
+	if len(pfxs) == 0 {
+		return nil
+	}
+	for _, p := range pfxs {
+		if !proxy.SpecialPurpose(p) || coveredBy(l.opts.AllowCIDRs, p) {
+			continue
+		}
+		return l.gate.Refuse(ctx, acl.Decision{Principal: l.actor(ctx), Action: "network:allow", Scope: r.Folder,
+			Reason: fmt.Sprintf("%s is a loopback, private, link-local or other special-purpose range; only the operator's proxy.allow_cidrs in arizuko.toml open one to turns", r.Host)})
+	}
+	return nil
+}
+
+// coveredBy reports whether one of outer holds every address of p.
+func coveredBy(outer []netip.Prefix, p netip.Prefix) bool {
+	for _, o := range outer {
+		if o.Bits() <= p.Bits() && o.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // RemoveNetworkRule drops a folder's own rule for host (allow or deny);
@@ -74,6 +118,13 @@ func (l *Local) ListNetwork(ctx context.Context, f string) (NetworkView, error) 
 	eff, err := effective(rules)
 	if err != nil {
 		return NetworkView{}, err
+	}
+	// Lists answer [] when empty, never null.
+	if rules == nil {
+		rules = []store.NetworkRule{}
+	}
+	if eff == nil {
+		eff = []string{}
 	}
 	return NetworkView{Folder: f, Rules: rules, Effective: eff}, nil
 }

@@ -16,10 +16,18 @@ func (l *Local) ListObservations(ctx context.Context, observer string) ([]store.
 			return nil, err
 		}
 	}
-	if err := l.check(ctx, "observe:read", observer); err != nil {
+	if observer != "" {
+		if err := l.check(ctx, "observe:read", observer); err != nil {
+			return nil, err
+		}
+		return l.st.ListObservations(ctx, observer)
+	}
+	show, err := l.visible(ctx, "observe:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListObservations(ctx, observer)
+	os, err := l.st.ListObservations(ctx, observer)
+	return filter(os, show, func(o store.Observation) string { return o.Observer }), err
 }
 
 // RemoveObservation ends observer's observation of source; needs observe:rm

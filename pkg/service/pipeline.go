@@ -62,10 +62,18 @@ func (l *Local) TurnBudgetDefault() int { return l.opts.MaxTurnsPerDay }
 
 // ListTurns lists the newest turns, all or one folder's.
 func (l *Local) ListTurns(ctx context.Context, f string, limit int) ([]store.Turn, error) {
-	if err := l.check(ctx, "turn:read", f); err != nil {
+	if f != "" {
+		if err := l.check(ctx, "turn:read", f); err != nil {
+			return nil, err
+		}
+		return l.st.ListTurns(ctx, f, limit)
+	}
+	show, err := l.visible(ctx, "turn:read")
+	if err != nil {
 		return nil, err
 	}
-	return l.st.ListTurns(ctx, f, limit)
+	ts, err := l.st.ListTurns(ctx, f, limit)
+	return filter(ts, show, func(t store.Turn) string { return t.Folder }), err
 }
 
 // GetTurn returns a turn with its messages and replies.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -90,6 +91,11 @@ func (l *Local) SetSecret(ctx context.Context, in SecretIn) error {
 			return err
 		}
 	}
+	// Any secret may be injected by a later grant; one injection refuses
+	// would fail every turn of the folder until it changes.
+	if err := inject.CheckValue(in.Name, in.Value); err != nil {
+		return invalid("%w", err)
+	}
 	sealed, err := r.Seal(secrets.AAD(kind, id, in.Name), []byte(in.Value))
 	if err != nil {
 		return err
@@ -112,10 +118,17 @@ func (l *Local) RemoveSecret(ctx context.Context, scope, name string) error {
 // ListSecrets lists names (never values) of one scope, or all when scope is "".
 func (l *Local) ListSecrets(ctx context.Context, scope string) ([]store.SecretName, error) {
 	if scope == "" {
-		if err := l.check(ctx, "secret:read", ""); err != nil {
+		show, err := l.visible(ctx, "secret:read")
+		if err != nil {
 			return nil, err
 		}
-		return l.st.ListSecretNames(ctx, "", "")
+		ns, err := l.st.ListSecretNames(ctx, "", "")
+		return filter(ns, show, func(n store.SecretName) string {
+			if n.ScopeKind == "folder" {
+				return n.ScopeID
+			}
+			return ""
+		}), err
 	}
 	kind, id, s, err := secretScope(scope)
 	if err != nil {

@@ -116,6 +116,23 @@ func WithPrincipal(ctx context.Context, p string) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
+type actorKey struct{}
+
+// OnBehalf records that the context's principal acts for p: an MCP tool
+// runs with the admin principal after its own grant check, for the folder
+// principal p. Audit rows and the owner of what it adds name p.
+func OnBehalf(ctx context.Context, p string) context.Context {
+	return context.WithValue(ctx, actorKey{}, p)
+}
+
+// Actor is who a change is for: the OnBehalf principal, else the caller.
+func Actor(ctx context.Context) string {
+	if p, _ := ctx.Value(actorKey{}).(string); p != "" {
+		return p
+	}
+	return Principal(ctx)
+}
+
 // Principal returns the caller identity, "" when none was attached.
 func Principal(ctx context.Context) string {
 	p, _ := ctx.Value(principalKey{}).(string)

@@ -238,10 +238,10 @@ func TestSecretsInheritAndRotate(t *testing.T) {
 	l, admin := newLocal(t, ringT(t, k1))
 	mustFolders(t, l, admin, "corp", "corp/eng")
 	for _, s := range []SecretIn{
-		{Scope: "folder:corp", Name: "TOKEN", Value: "parent"},
-		{Scope: "folder:corp", Name: "SHARED", Value: "s"},
-		{Scope: "folder:corp/eng", Name: "TOKEN", Value: "child"},
-		{Scope: "user:alice", Name: "PAT", Value: "p"},
+		{Scope: "folder:corp", Name: "TOKEN", Value: "parent-value"},
+		{Scope: "folder:corp", Name: "SHARED", Value: "shared-value"},
+		{Scope: "folder:corp/eng", Name: "TOKEN", Value: "child-value"},
+		{Scope: "user:alice", Name: "PAT", Value: "pat-value"},
 	} {
 		if err := l.SetSecret(admin, s); err != nil {
 			t.Fatal(err)
@@ -258,7 +258,7 @@ func TestSecretsInheritAndRotate(t *testing.T) {
 		}
 	}
 	got, err := l.FolderSecrets(context.Background(), "corp/eng")
-	if err != nil || !reflect.DeepEqual(got, map[string]string{"TOKEN": "child", "SHARED": "s"}) {
+	if err != nil || !reflect.DeepEqual(got, map[string]string{"TOKEN": "child-value", "SHARED": "shared-value"}) {
 		t.Fatalf("inherited %v %v", got, err)
 	}
 	names, _ := l.ListSecrets(admin, "folder:corp")
@@ -276,7 +276,7 @@ func TestSecretsInheritAndRotate(t *testing.T) {
 		t.Fatalf("second rotate resealed %d", n)
 	}
 	l.opts.Ring = ringT(t, k2)
-	if got, err := l.FolderSecrets(context.Background(), "corp/eng"); err != nil || got["TOKEN"] != "child" {
+	if got, err := l.FolderSecrets(context.Background(), "corp/eng"); err != nil || got["TOKEN"] != "child-value" {
 		t.Fatalf("after rotation, new key alone: %v %v", got, err)
 	}
 	l.opts.Ring = ringT(t, k1)
@@ -292,8 +292,8 @@ func TestSecretsInheritAndRotate(t *testing.T) {
 func TestSecretRowSwapInDB(t *testing.T) {
 	l, admin := newLocal(t, ringT(t, secrets.GenerateKey()))
 	mustFolders(t, l, admin, "a", "b")
-	l.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "K", Value: "for-a"})
-	l.SetSecret(admin, SecretIn{Scope: "folder:b", Name: "K", Value: "for-b"})
+	l.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "K", Value: "value-for-a"})
+	l.SetSecret(admin, SecretIn{Scope: "folder:b", Name: "K", Value: "value-for-b"})
 	rows, _ := l.Store().SecretRows(context.Background(), "folder", "a")
 	// An attacker with write access to the database copies a's ciphertext into b's row.
 	if err := l.Store().PutSecret(context.Background(), store.SecretRow{ScopeKind: "folder", ScopeID: "b", Name: "K", Value: rows[0].Value}); err != nil {
@@ -367,14 +367,14 @@ func TestWrongKeyRefused(t *testing.T) {
 	}
 	admin := WithPrincipal(ctx, AdminPrincipal)
 	mustFolders(t, l1, admin, "a")
-	if err := l1.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "K", Value: "v"}); err != nil {
+	if err := l1.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "K", Value: "value-k1"}); err != nil {
 		t.Fatal(err)
 	}
 	l2 := open(k2)
 	if err := l2.CheckKey(ctx); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("wrong key: %v", err)
 	}
-	if err := l2.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "J", Value: "w"}); !errors.Is(err, ErrWrongKey) {
+	if err := l2.SetSecret(admin, SecretIn{Scope: "folder:a", Name: "J", Value: "value-j2"}); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("seal under a wrong key: %v", err)
 	}
 	// A store sealed before key checks existed: its rows decide.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -23,6 +24,10 @@ const (
 	KindAdapter = "adapter"
 	// KindRunner is a fleet runner's: it may only pull, run and report turns.
 	KindRunner = "runner"
+	// KindTenant is an operator of one tenant: every action on its top-level
+	// folder and below, and nothing of the whole tree (tokens, adapters,
+	// other tenants' rows).
+	KindTenant = "tenant"
 )
 
 // ErrBadToken is a token that is missing, malformed, unknown or revoked.
@@ -43,6 +48,7 @@ type Caller struct {
 	Name      string // token name; "admin" for the data dir's token
 	Kind      string
 	Platform  string // adapter tokens only
+	Tenant    string // tenant tokens only
 	Principal string // the acl principal the request runs as
 }
 
@@ -64,6 +70,7 @@ type TokenIn struct {
 	Name     string `json:"name"`
 	Kind     string `json:"kind"`
 	Platform string `json:"platform,omitempty"`
+	Tenant   string `json:"tenant,omitempty"`
 }
 
 // NewToken is a created token: Secret is shown this once and stored only as a hash.
@@ -79,17 +86,24 @@ func (in TokenIn) validate() error {
 	if in.Name == "" || len(in.Name) > 64 || strings.Trim(in.Name, "abcdefghijklmnopqrstuvwxyz0123456789._-") != "" {
 		return invalid("token name %q: want 1..64 of a-z 0-9 . _ -", in.Name)
 	}
+	if in.Platform != "" && in.Kind != KindAdapter {
+		return invalid("platform %q: only adapter tokens have a platform", in.Platform)
+	}
+	if in.Tenant != "" && in.Kind != KindTenant {
+		return invalid("tenant %q: only tenant tokens have a tenant (--tenant alone makes one)", in.Tenant)
+	}
 	switch in.Kind {
 	case KindAdmin, KindRead, KindRunner:
-		if in.Platform != "" {
-			return invalid("platform %q: only adapter tokens have a platform", in.Platform)
-		}
 	case KindAdapter:
 		if err := ValidPlatform(in.Platform); err != nil {
 			return err
 		}
+	case KindTenant:
+		if err := folder.Validate(in.Tenant); err != nil || strings.Contains(in.Tenant, "/") {
+			return invalid("tenant %q: want a top-level folder, e.g. acme", in.Tenant)
+		}
 	default:
-		return invalid("token kind %q: want admin, read, adapter or runner", in.Kind)
+		return invalid("token kind %q: want admin, read, adapter, runner or tenant", in.Kind)
 	}
 	return nil
 }
@@ -98,6 +112,11 @@ func (in TokenIn) validate() error {
 func ValidPlatform(p string) error {
 	if p == "" || len(p) > 64 || strings.ContainsAny(p, ": /") {
 		return invalid("platform %q: want 1..64 characters without ':', '/' or spaces", p)
+	}
+	for _, r := range p {
+		if r <= ' ' || r > '~' {
+			return invalid("platform %q has %q: a platform name is printable ASCII", p, r)
+		}
 	}
 	return nil
 }
@@ -127,8 +146,20 @@ func (l *Local) AddToken(ctx context.Context, in TokenIn) (NewToken, error) {
 		grants = rows(p, by, readActions)
 	case KindAdapter:
 		grants = rows(p, by, adapterActions)
+	case KindTenant:
+		if _, err := l.st.GetFolder(ctx, in.Tenant); err != nil {
+			return NewToken{}, fmt.Errorf("tenant %s: %w (add the folder first)", in.Tenant, err)
+		}
+		// Everything on the tenant's tree, and the right to hand it on
+		// there; whole-tree actions (scope "") are outside acme/**.
+		// The turn budget is the operator's limit on the tenant, not the
+		// tenant's to raise.
+		grants = []acl.Grant{
+			{Principal: p, Action: "*", Scope: in.Tenant + "/**", Effect: acl.Allow, GrantedBy: by, GrantOption: true},
+			{Principal: p, Action: "folder:budget", Scope: in.Tenant + "/**", Effect: acl.Deny, GrantedBy: by},
+		}
 	}
-	t, err := l.st.InsertToken(ctx, store.Token{Name: in.Name, Kind: in.Kind, Platform: in.Platform, CreatedBy: by}, sum[:], grants, edges)
+	t, err := l.st.InsertToken(ctx, store.Token{Name: in.Name, Kind: in.Kind, Platform: in.Platform, Tenant: in.Tenant, CreatedBy: by}, sum[:], grants, edges)
 	if err != nil {
 		return NewToken{}, err
 	}
@@ -185,7 +216,7 @@ func (l *Local) Authenticate(ctx context.Context, secret string) (Caller, error)
 	if found == nil {
 		return Caller{}, ErrBadToken
 	}
-	return Caller{Name: found.Name, Kind: found.Kind, Platform: found.Platform, Principal: TokenPrincipal(found.Name)}, nil
+	return Caller{Name: found.Name, Kind: found.Kind, Platform: found.Platform, Tenant: found.Tenant, Principal: TokenPrincipal(found.Name)}, nil
 }
 
 // ListOutbound lists a platform's pending outbound messages.

@@ -12,15 +12,15 @@ import (
 // InsertRoute adds a route and returns it with its id.
 func (s *Store) InsertRoute(ctx context.Context, r router.Route) (router.Route, error) {
 	var err error
-	r.ID, err = s.db.insertID(ctx, `INSERT INTO routes (seq, match, target, created_at) VALUES (?, ?, ?, ?)`, r.Seq, r.Match, r.Target, now())
+	r.ID, err = s.db.insertID(ctx, `INSERT INTO routes (seq, match, target, created_by, created_at) VALUES (?, ?, ?, ?, ?)`, r.Seq, r.Match, r.Target, r.Owner, now())
 	return r, err
 }
 
-const routeCols = `id, seq, match, target`
+const routeCols = `id, seq, match, target, created_by`
 
 func scanRoute(sc scanner) (router.Route, error) {
 	var r router.Route
-	err := sc.Scan(&r.ID, &r.Seq, &r.Match, &r.Target)
+	err := sc.Scan(&r.ID, &r.Seq, &r.Match, &r.Target, &r.Owner)
 	return r, err
 }
 

@@ -13,6 +13,7 @@ type Token struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind"`
 	Platform  string `json:"platform,omitempty"`
+	Tenant    string `json:"tenant,omitempty"` // tenant tokens only: the top-level folder
 	CreatedBy string `json:"created_by,omitempty"`
 	CreatedAt int64  `json:"created_at"`
 }
@@ -23,11 +24,11 @@ type TokenSum struct {
 	Sum []byte
 }
 
-const tokenCols = `id, name, kind, platform, created_by, created_at`
+const tokenCols = `id, name, kind, platform, tenant, created_by, created_at`
 
 func scanToken(sc scanner) (Token, error) {
 	var t Token
-	err := sc.Scan(&t.ID, &t.Name, &t.Kind, &t.Platform, &t.CreatedBy, &t.CreatedAt)
+	err := sc.Scan(&t.ID, &t.Name, &t.Kind, &t.Platform, &t.Tenant, &t.CreatedBy, &t.CreatedAt)
 	return t, err
 }
 
@@ -38,8 +39,8 @@ func (s *Store) InsertToken(ctx context.Context, t Token, sum []byte, grants []a
 	err := s.tx(ctx, func(tx conn) error {
 		t.CreatedAt = now()
 		var err error
-		t.ID, err = tx.insertID(ctx, `INSERT INTO api_tokens (name, kind, platform, sum, created_by, created_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, t.Name, t.Kind, t.Platform, sum, t.CreatedBy, t.CreatedAt)
+		t.ID, err = tx.insertID(ctx, `INSERT INTO api_tokens (name, kind, platform, tenant, sum, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, t.Name, t.Kind, t.Platform, t.Tenant, sum, t.CreatedBy, t.CreatedAt)
 		if s.isUnique(err) {
 			return fmt.Errorf("token %q: %w", t.Name, ErrExists)
 		}
@@ -48,7 +49,7 @@ func (s *Store) InsertToken(ctx context.Context, t Token, sum []byte, grants []a
 		}
 		for _, g := range grants {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO acl (principal, action, scope, effect, params, granted_by, grant_option, created_at)
-				VALUES (?, ?, ?, ?, '', ?, FALSE, ?) ON CONFLICT DO NOTHING`, g.Principal, g.Action, g.Scope, string(g.Effect), g.GrantedBy, t.CreatedAt); err != nil {
+				VALUES (?, ?, ?, ?, '', ?, ?, ?) ON CONFLICT DO NOTHING`, g.Principal, g.Action, g.Scope, string(g.Effect), g.GrantedBy, g.GrantOption, t.CreatedAt); err != nil {
 				return err
 			}
 		}
@@ -72,7 +73,7 @@ func (s *Store) ListTokens(ctx context.Context) ([]Token, error) {
 func (s *Store) TokenSums(ctx context.Context) ([]TokenSum, error) {
 	return queryAll(ctx, s.db, func(sc scanner) (TokenSum, error) {
 		var t TokenSum
-		err := sc.Scan(&t.ID, &t.Name, &t.Kind, &t.Platform, &t.CreatedBy, &t.CreatedAt, &t.Sum)
+		err := sc.Scan(&t.ID, &t.Name, &t.Kind, &t.Platform, &t.Tenant, &t.CreatedBy, &t.CreatedAt, &t.Sum)
 		return t, err
 	}, `SELECT `+tokenCols+`, sum FROM api_tokens ORDER BY id`)
 }

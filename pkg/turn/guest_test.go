@@ -144,7 +144,7 @@ func TestGuestIsolationSecretsObserve(t *testing.T) {
 	jenv := jailtest.Require(t)
 	e := newEnv(t, "", "a", "b")
 	ctx := context.Background()
-	for k, v := range map[string]string{"GRANTED_KEY": "s1", "HIDDEN_KEY": "s2"} {
+	for k, v := range map[string]string{"GRANTED_KEY": "granted-s1", "HIDDEN_KEY": "hidden-s2"} {
 		if err := e.l.SetSecret(e.ctx, service.SecretIn{Scope: "folder:a", Name: k, Value: v}); err != nil {
 			t.Fatal(err)
 		}

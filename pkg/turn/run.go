@@ -96,6 +96,7 @@ func (q *Queue) runTurn(ctx context.Context, t store.Turn) {
 			replied = true
 		}
 		exit := res.Exit
+		q.auditGuarded(ctx, t.Folder, res.Guarded, log)
 		end := store.TurnEnd{Egress: res.Egress}
 		if res.ran {
 			end.ExitCode = &exit

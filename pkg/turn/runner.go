@@ -57,6 +57,9 @@ type Result struct {
 	Exit      int
 	ExecError string
 	Egress    string // the egress summary line, "" when nothing was blocked
+	// Guarded are the destinations (host:port) the proxy refused as private
+	// or the host's own, at most maxGuarded.
+	Guarded []string
 
 	ran bool // the runner was called: Exit is the agent's, not a default
 }
@@ -106,9 +109,18 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	if err != nil {
 		return Result{Exit: jail.ExitFailed}, err
 	}
-	net := netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: r.Proxy, Secrets: set, Log: log}
+	var g guarded
+	popts := r.ProxyOptions()
+	hook := popts.OnDecision
+	popts.OnDecision = func(d proxy.Decision) {
+		g.decision(d)
+		if hook != nil {
+			hook(d)
+		}
+	}
+	net := netjail.Options{Mode: r.NetMode, RunsDir: r.RunsDir, UID: -1, GID: -1, Allow: list, Proxy: popts, Secrets: set, Log: log}
 	res, err := netjail.Jail(ctx, netjail.Job{Net: net, Spec: spec})
-	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: res.Net.Blocked()}
+	out := Result{Exit: res.Exit, ExecError: res.ExecError, Egress: res.Net.Blocked(), Guarded: g.list()}
 	switch {
 	case errors.Is(err, jail.ErrNoKernel), errors.Is(err, jail.ErrNoQEMU), errors.Is(err, jail.ErrBadSpec),
 		errors.Is(err, netjail.ErrSecretEnv), errors.Is(err, netjail.ErrSecretNoNet):
@@ -119,6 +131,15 @@ func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 		return out, fmt.Errorf("agent command %q: %s: %w", j.Argv[0], res.ExecError, ErrTerminal)
 	}
 	return out, nil
+}
+
+// ProxyOptions are the options of each turn's proxy: the operator's, with
+// the allowlist marked as the tenants': its address entries never widen the
+// destination guard, only the operator's allow_cidrs do.
+func (r *JailRunner) ProxyOptions() proxy.Options {
+	o := r.Proxy
+	o.TenantLists = true
+	return o
 }
 
 // spec is the guest of one attempt: the folder's home as the agent's home and

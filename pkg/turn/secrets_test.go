@@ -15,7 +15,7 @@ import (
 func TestSecretThatDoesNotOpenFailsThenRequeues(t *testing.T) {
 	e := newEnv(t, "", "a")
 	ctx := context.Background()
-	if err := e.l.SetSecret(e.ctx, service.SecretIn{Scope: "folder:a", Name: "K", Value: "v"}); err != nil {
+	if err := e.l.SetSecret(e.ctx, service.SecretIn{Scope: "folder:a", Name: "K", Value: "value-of-k"}); err != nil {
 		t.Fatal(err)
 	}
 	good, _ := e.st.SecretRows(ctx, "folder", "a")

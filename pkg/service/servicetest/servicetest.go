@@ -28,6 +28,8 @@ type Options struct {
 	Keyed bool
 	// MaxTurnsPerDay is service.Options.MaxTurnsPerDay.
 	MaxTurnsPerDay int
+	// Limits is service.Options.Limits (none by default).
+	Limits service.Limits
 }
 
 // Env is one open data dir.
@@ -51,7 +53,7 @@ func New(t testing.TB, o Options) *Env {
 		}
 		t.Cleanup(func() { os.RemoveAll(data) })
 	}
-	opts := service.Options{DataDir: data, Create: true, MaxTurnsPerDay: o.MaxTurnsPerDay}
+	opts := service.Options{DataDir: data, Create: true, MaxTurnsPerDay: o.MaxTurnsPerDay, Limits: o.Limits}
 	if o.Keyed {
 		opts.Ring = Ring(t)
 	}

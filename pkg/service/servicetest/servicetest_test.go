@@ -25,7 +25,7 @@ func TestFixture(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(data, "homes", folder.HomeName("acme"), "agent.py")); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.L.SetSecret(e.Admin, service.SecretIn{Scope: "folder:acme", Name: "K", Value: "v"}); err != nil {
+		if err := e.L.SetSecret(e.Admin, service.SecretIn{Scope: "folder:acme", Name: "K", Value: "value-of-k"}); err != nil {
 			t.Fatalf("keyed service refused a secret: %v", err)
 		}
 	})
@@ -35,7 +35,7 @@ func TestFixture(t *testing.T) {
 	t.Run("keyless", func(t *testing.T) {
 		e := New(t, Options{})
 		e.AddFolder(t, "x")
-		if err := e.L.SetSecret(e.Admin, service.SecretIn{Scope: "folder:x", Name: "K", Value: "v"}); err == nil {
+		if err := e.L.SetSecret(e.Admin, service.SecretIn{Scope: "folder:x", Name: "K", Value: "value-of-k"}); err == nil {
 			t.Fatal("a keyless service stored a secret")
 		}
 	})
