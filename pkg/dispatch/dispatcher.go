@@ -176,6 +176,26 @@ func (d *Dispatcher) kvHolds(ctx context.Context, runner string, f *flight) erro
 	return nil
 }
 
+// labelled checks that runner registered the labels f's folder requires:
+// a runner that skips its own check must not get a turn meant for others.
+func (d *Dispatcher) labelled(ctx context.Context, runner string, f *flight) error {
+	if len(f.item.Require) == 0 {
+		return nil
+	}
+	var a Advert
+	e, err := d.o.Setup.Runners.Get(ctx, runner)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("runner %q's registration: %w", runner, err)
+	}
+	if err == nil {
+		json.Unmarshal(e.Value(), &a)
+	}
+	if a.ID != runner || !Satisfies(a.Labels, f.item.Require) {
+		return fmt.Errorf("runner %q registered labels %v; folder %s requires %v: %w", runner, a.Labels, f.item.Folder, f.item.Require, ErrNotHolder)
+	}
+	return nil
+}
+
 // holderErr is why runner may not claim f: another runner's claim was
 // accepted first and the control plane heard from it within a lease TTL.
 // The caller holds d.mu.
@@ -203,6 +223,9 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 	}
 	if err == nil {
 		err = d.kvHolds(ctx, runner, f)
+	}
+	if err == nil {
+		err = d.labelled(ctx, runner, f)
 	}
 	if err == nil {
 		d.mu.Lock()
