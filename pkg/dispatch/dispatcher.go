@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/internal/lograte"
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/jail"
@@ -37,6 +38,9 @@ type Options struct {
 	Log  *slog.Logger
 }
 
+// refusedWarnEvery is how often a refused fleet request is logged.
+const refusedWarnEvery = 10 * time.Second
+
 // Dispatcher is the control plane's turn.Runner: each attempt becomes a work
 // item, and Run returns the outcome the lease holder reports.
 type Dispatcher struct {
@@ -44,6 +48,9 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // by dispatch id
+	// warned bounds the refusal warnings a runner can trigger at will;
+	// refusals of a turn someone else holds are audited regardless.
+	warned lograte.Every
 }
 
 // flight is one published attempt the queue waits for.
@@ -76,7 +83,7 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Require == nil {
 		o.Require = func(string) []string { return nil }
 	}
-	return &Dispatcher{o: o, flights: map[string]*flight{}}
+	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.Every{Interval: refusedWarnEvery}}
 }
 
 func newID() string {
@@ -367,7 +374,9 @@ func keysOf(l jetstream.KeyLister) <-chan string {
 // refused logs and audits a fleet request the control plane turned down:
 // the operator sees a runner reaching for a turn it does not hold.
 func (d *Dispatcher) refused(ctx context.Context, what, runner string, c Claim, err error) {
-	d.o.Log.Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err)
+	if ok, held := d.warned.Allow(); ok {
+		d.o.Log.Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err, "held_back", held)
+	}
 	if d.o.Gate == nil || !errors.Is(err, ErrNotHolder) {
 		return
 	}
