@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/folder"
@@ -66,7 +67,7 @@ func (fc FleetConfig) require(f string) []string {
 
 // startFleet connects to NATS, makes the fleet's streams and returns the
 // dispatcher that replaces the host's turn runner.
-func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server) (*dispatch.Dispatcher, func(), error) {
+func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate) (*dispatch.Dispatcher, func(), error) {
 	if err := fc.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -84,7 +85,7 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server) (*dispatch
 		nc.Close()
 		return nil, nil, fmt.Errorf("fleet: %w", err)
 	}
-	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Require: fc.require})
+	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
 	return d, nc.Close, nil
 }

@@ -27,6 +27,7 @@ func TestOpenAPIFleetSamples(t *testing.T) {
 		{"POST", "/v1/fleet/claim", rt.Secret, claim, nil, 409},
 		{"POST", "/v1/fleet/claim", rt.Secret, `{"turn":"x"}`, nil, 400},
 		{"POST", "/v1/fleet/outcome", rt.Secret, `{"turn":7,"attempt":1,"dispatch":"d-1","folder":"acme","exit":0}`, nil, 409},
+		{"POST", "/v1/fleet/renew", rt.Secret, claim, nil, 409},
 		{"POST", "/v1/fleet/mcp", rt.Secret, "", map[string]string{"Upgrade": "arizuko-mcp", "Connection": "Upgrade", "X-Arizuko-Claim": claim}, 409},
 		{"POST", "/v1/fleet/mcp", rt.Secret, "", map[string]string{"Upgrade": "arizuko-mcp", "X-Arizuko-Claim": "{"}, 400},
 		{"GET", "/v1/folders", rt.Secret, "", nil, 403},

@@ -133,7 +133,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	var fleet *dispatch.Dispatcher
 	if tc.fleet.NATS != "" {
 		var err error
-		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g); err != nil {
+		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate()); err != nil {
 			cancel()
 			return nil, nil, err
 		}

@@ -31,6 +31,7 @@ var classes = map[string]Class{
 	"GET /v1/fleet/whoami":   Fleet,
 	"POST /v1/fleet/claim":   Fleet,
 	"POST /v1/fleet/outcome": Fleet,
+	"POST /v1/fleet/renew":   Fleet,
 	"POST /v1/fleet/mcp":     Fleet,
 }
 

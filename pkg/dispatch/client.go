@@ -108,6 +108,11 @@ func (c *Client) Report(ctx context.Context, o Outcome) error {
 	return c.call(ctx, http.MethodPost, PathOutcome, o, nil)
 }
 
+// Renew tells the control plane the holder of claim cl is alive.
+func (c *Client) Renew(ctx context.Context, cl Claim) error {
+	return c.call(ctx, http.MethodPost, PathRenew, cl, nil)
+}
+
 // Tunnel opens one tool session of claim cl: a stream the control plane
 // serves with the folder's MCP tools.
 func (c *Client) Tunnel(ctx context.Context, cl Claim) (io.ReadWriteCloser, error) {

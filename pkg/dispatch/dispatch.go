@@ -8,8 +8,10 @@
 // attempt's job from the control plane over the API, runs it through the
 // same turn.Runner a single host uses, carries the guest's MCP connections to
 // the control plane (grant checks and audit stay there) and reports the
-// outcome. The control plane accepts a claim, a tool call or an outcome only
-// from the runner whose lease names that very dispatch.
+// outcome. The control plane binds each dispatch to the first runner whose
+// claim it accepted (the lease must name that runner then) and accepts tool
+// calls, renewals and the outcome from that runner alone, until it has not
+// heard from it for a lease TTL: every runner can write the lease bucket.
 package dispatch
 
 import (
@@ -46,7 +48,8 @@ var (
 	// plane no longer waits for (finished, or issued before a restart).
 	ErrStale = errors.New("dispatch is not current")
 	// ErrNotHolder is a request from a runner that does not hold the
-	// folder's lease for that dispatch.
+	// dispatch: another runner's claim was accepted, its lease or labels do
+	// not match.
 	ErrNotHolder = errors.New("runner does not hold the lease")
 	// ErrTooManySessions is a tool session past gated.MaxSessions open for one
 	// claimed turn.

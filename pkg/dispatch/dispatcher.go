@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/internal/lograte"
+	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -28,8 +30,16 @@ type Options struct {
 	Gated *gated.Server
 	// Require names the labels a folder's runner must have (nil: none).
 	Require func(folder string) []string
-	Log     *slog.Logger
+	// LeaseTTL is how long the holder of a claimed turn may stay quiet before
+	// another runner's claim is accepted (0: DefaultLeaseTTL).
+	LeaseTTL time.Duration
+	// Gate audits refused fleet requests (nil: logged only).
+	Gate *acl.Gate
+	Log  *slog.Logger
 }
+
+// refusedWarnEvery is how often a refused fleet request is logged.
+const refusedWarnEvery = 10 * time.Second
 
 // Dispatcher is the control plane's turn.Runner: each attempt becomes a work
 // item, and Run returns the outcome the lease holder reports.
@@ -38,6 +48,9 @@ type Dispatcher struct {
 
 	mu      sync.Mutex
 	flights map[string]*flight // by dispatch id
+	// warned bounds the refusal warnings a runner can trigger at will;
+	// refusals of a turn someone else holds are audited regardless.
+	warned lograte.Every
 }
 
 // flight is one published attempt the queue waits for.
@@ -46,9 +59,11 @@ type flight struct {
 	job  turn.Job
 	done chan Outcome
 
-	// Set by each accepted claim: the runner that claimed, a fresh reply
-	// sequence, and the context of its tool calls, ended by the next claim.
+	// Set by each accepted claim: the runner that claimed, when it was last
+	// heard from, a fresh reply sequence, and the context of its tool calls,
+	// ended by a takeover.
 	runner   string
+	seen     time.Time
 	seq      *atomic.Int64
 	sessions *atomic.Int32 // tool sessions open under this claim
 	ctx      context.Context
@@ -62,10 +77,13 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
 	if o.Require == nil {
 		o.Require = func(string) []string { return nil }
 	}
-	return &Dispatcher{o: o, flights: map[string]*flight{}}
+	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.Every{Interval: refusedWarnEvery}}
 }
 
 func newID() string {
@@ -135,61 +153,142 @@ func (d *Dispatcher) result(o Outcome, j turn.Job) (turn.Result, error) {
 	return res, err
 }
 
-// verify finds c's flight and checks that runner holds the folder's lease
-// for exactly that dispatch; it returns the lease revision.
-func (d *Dispatcher) verify(ctx context.Context, runner string, c Claim) (*flight, uint64, error) {
+// current finds c's flight: a dispatch the control plane still waits for.
+func (d *Dispatcher) current(c Claim) (*flight, error) {
 	d.mu.Lock()
 	f := d.flights[c.Dispatch]
 	d.mu.Unlock()
 	if f == nil || f.item.Turn != c.Turn || f.item.Attempt != c.Attempt {
-		return nil, 0, fmt.Errorf("turn %d attempt %d dispatch %q: %w", c.Turn, c.Attempt, c.Dispatch, ErrStale)
+		return nil, fmt.Errorf("turn %d attempt %d dispatch %q: %w", c.Turn, c.Attempt, c.Dispatch, ErrStale)
 	}
-	e, err := d.o.Setup.Leases.Get(ctx, LeaseKey(f.item.Folder))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, 0, fmt.Errorf("folder %s has no lease: %w", f.item.Folder, ErrNotHolder)
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("lease of %s: %w", f.item.Folder, err)
-	}
-	var l Lease
-	if err := json.Unmarshal(e.Value(), &l); err != nil || l.Runner != runner || l.Dispatch != c.Dispatch {
-		return nil, 0, fmt.Errorf("lease of %s is held by %q for dispatch %q, not by %q for %q: %w",
-			f.item.Folder, l.Runner, l.Dispatch, runner, c.Dispatch, ErrNotHolder)
-	}
-	return f, e.Revision(), nil
+	return f, nil
 }
 
-// Claim hands the lease holder its job. A second claim of the same dispatch
-// (the first runner died, its lease lapsed) ends the first claim's tool
-// calls and starts the reply sequence again, so the re-run's replies carry
-// the keys the first run's did.
-func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, error) {
-	f, _, err := d.verify(ctx, runner, c)
+// kvHolds checks that runner holds the folder's lease for exactly f's
+// dispatch. It keeps two runners off one folder; it is asked only before a
+// claim is accepted, never to pick between runners once one holds the turn.
+func (d *Dispatcher) kvHolds(ctx context.Context, runner string, f *flight) error {
+	e, err := d.o.Setup.Leases.Get(ctx, LeaseKey(f.item.Folder))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("folder %s has no lease: %w", f.item.Folder, ErrNotHolder)
+	}
 	if err != nil {
-		d.refused("claim", runner, c, err)
+		return fmt.Errorf("lease of %s: %w", f.item.Folder, err)
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l); err != nil || l.Runner != runner || l.Dispatch != f.item.Dispatch {
+		return fmt.Errorf("lease of %s is held by %q for dispatch %q, not by %q for %q: %w",
+			f.item.Folder, l.Runner, l.Dispatch, runner, f.item.Dispatch, ErrNotHolder)
+	}
+	return nil
+}
+
+// labelled checks that runner registered the labels f's folder requires:
+// a runner that skips its own check must not get a turn meant for others.
+func (d *Dispatcher) labelled(ctx context.Context, runner string, f *flight) error {
+	if len(f.item.Require) == 0 {
+		return nil
+	}
+	var a Advert
+	e, err := d.o.Setup.Runners.Get(ctx, runner)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("runner %q's registration: %w", runner, err)
+	}
+	if err == nil {
+		json.Unmarshal(e.Value(), &a)
+	}
+	if a.ID != runner || !Satisfies(a.Labels, f.item.Require) {
+		return fmt.Errorf("runner %q registered labels %v; folder %s requires %v: %w", runner, a.Labels, f.item.Folder, f.item.Require, ErrNotHolder)
+	}
+	return nil
+}
+
+// holderErr is why runner may not claim f: another runner's claim was
+// accepted first and the control plane heard from it within a lease TTL.
+// The caller holds d.mu.
+func (d *Dispatcher) holderErr(f *flight, runner string) error {
+	if f.runner == "" || f.runner == runner {
+		return nil
+	}
+	if quiet := time.Since(f.seen); quiet < d.o.LeaseTTL {
+		return fmt.Errorf("turn %d is claimed by %q, heard from %s ago: %w", f.item.Turn, f.runner, quiet.Round(time.Millisecond), ErrNotHolder)
+	}
+	return nil
+}
+
+// Claim hands the job to the runner whose claim the control plane accepts
+// first; a later claim by another runner is refused until the holder has
+// been quiet for a lease TTL (it died), whatever the KV bucket says. A
+// takeover ends the first claim's tool calls and starts the reply sequence
+// again, so the re-run's replies carry the keys the first run's did.
+func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, error) {
+	f, err := d.current(c)
+	if err == nil {
+		d.mu.Lock()
+		err = d.holderErr(f, runner)
+		d.mu.Unlock()
+	}
+	if err == nil {
+		err = d.kvHolds(ctx, runner, f)
+	}
+	if err == nil {
+		err = d.labelled(ctx, runner, f)
+	}
+	if err == nil {
+		d.mu.Lock()
+		// Another runner may have been accepted while the bucket was read.
+		if err = d.holderErr(f, runner); err == nil {
+			if f.cancel != nil {
+				f.cancel()
+			}
+			f.runner, f.seen, f.seq, f.sessions = runner, time.Now(), new(atomic.Int64), new(atomic.Int32)
+			f.ctx, f.cancel = context.WithCancel(context.Background())
+		}
+		d.mu.Unlock()
+	}
+	if err != nil {
+		d.refused(ctx, "claim", runner, c, err)
 		return Work{}, err
 	}
-	d.mu.Lock()
-	if f.cancel != nil {
-		f.cancel()
-	}
-	f.runner, f.seq, f.sessions = runner, new(atomic.Int64), new(atomic.Int32)
-	f.ctx, f.cancel = context.WithCancel(context.Background())
-	d.mu.Unlock()
 	j := f.job
 	d.o.Log.Info("turn claimed", "turn", c.Turn, "attempt", c.Attempt, "runner", runner)
 	return Work{Folder: j.Turn.Folder, Topic: j.Turn.Topic, Argv: j.Argv, Env: j.Env, Secrets: j.Secrets, Prompt: j.Prompt, GuestHome: j.GuestHome,
 		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs, Answer: j.Answer != nil}, nil
 }
 
+// held finds c's flight if runner's claim of it is the accepted one.
+func (d *Dispatcher) held(runner string, c Claim) (*flight, error) {
+	f, err := d.current(c)
+	if err != nil {
+		return nil, err
+	}
+	if h := d.claimer(f); h != runner {
+		return nil, fmt.Errorf("turn %d is claimed by %q, not %q: %w", c.Turn, h, runner, ErrNotHolder)
+	}
+	return f, nil
+}
+
+// Renew notes that the holder of c is alive: the control plane's own
+// evidence, which a write to the KV bucket cannot fake.
+func (d *Dispatcher) Renew(ctx context.Context, runner string, c Claim) error {
+	f, err := d.held(runner, c)
+	if err != nil {
+		d.refused(ctx, "renew", runner, c, err)
+		return err
+	}
+	d.mu.Lock()
+	if f.runner == runner {
+		f.seen = time.Now()
+	}
+	d.mu.Unlock()
+	return nil
+}
+
 // session returns what a tool call of runner's claim c is served with.
 func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (context.Context, gated.Turn, func(), error) {
-	f, _, err := d.verify(ctx, runner, c)
-	if err == nil && d.claimer(f) != runner {
-		err = fmt.Errorf("turn %d is not claimed by %q: %w", c.Turn, runner, ErrNotHolder)
-	}
+	f, err := d.held(runner, c)
 	if err != nil {
-		d.refused("tool session", runner, c, err)
+		d.refused(ctx, "mcp", runner, c, err)
 		return nil, gated.Turn{}, nil, err
 	}
 	d.mu.Lock()
@@ -206,14 +305,12 @@ func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (conte
 	return f.ctx, t, func() { open.Add(-1) }, nil
 }
 
-// Report accepts the lease holder's outcome, once, and frees the lease.
+// Report accepts the holder's outcome, once, and frees the folder's lease
+// if it still names the holder's dispatch.
 func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error {
-	f, rev, err := d.verify(ctx, runner, o.Claim)
-	if err == nil && d.claimer(f) != runner {
-		err = fmt.Errorf("turn %d is not claimed by %q: %w", o.Turn, runner, ErrNotHolder)
-	}
+	f, err := d.held(runner, o.Claim)
 	if err != nil {
-		d.refused("outcome", runner, o.Claim, err)
+		d.refused(ctx, "outcome", runner, o.Claim, err)
 		return err
 	}
 	select {
@@ -221,14 +318,19 @@ func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error
 	default:
 		return fmt.Errorf("turn %d attempt %d: outcome already reported: %w", o.Turn, o.Attempt, ErrStale)
 	}
-	if err := d.o.Setup.Leases.Delete(ctx, LeaseKey(f.item.Folder), jetstream.LastRevision(rev)); err != nil {
-		d.o.Log.Debug("lease release", "folder", f.item.Folder, "err", err)
+	if e, err := d.o.Setup.Leases.Get(ctx, LeaseKey(f.item.Folder)); err == nil {
+		var l Lease
+		if json.Unmarshal(e.Value(), &l) == nil && l.Runner == runner && l.Dispatch == f.item.Dispatch {
+			if err := d.o.Setup.Leases.Delete(ctx, LeaseKey(f.item.Folder), jetstream.LastRevision(e.Revision())); err != nil {
+				d.o.Log.Debug("lease release", "folder", f.item.Folder, "err", err)
+			}
+		}
 	}
 	d.o.Log.Info("turn outcome", "turn", o.Turn, "attempt", o.Attempt, "runner", runner, "exit", o.Exit, "err", o.Error)
 	return nil
 }
 
-// claimer is the runner whose claim of f was accepted last.
+// claimer is the runner whose claim of f the control plane accepted.
 func (d *Dispatcher) claimer(f *flight) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -269,6 +371,15 @@ func keysOf(l jetstream.KeyLister) <-chan string {
 	return l.Keys()
 }
 
-func (d *Dispatcher) refused(what, runner string, c Claim, err error) {
-	d.o.Log.Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err)
+// refused logs and audits a fleet request the control plane turned down:
+// the operator sees a runner reaching for a turn it does not hold.
+func (d *Dispatcher) refused(ctx context.Context, what, runner string, c Claim, err error) {
+	if ok, held := d.warned.Allow(); ok {
+		d.o.Log.Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err, "held_back", held)
+	}
+	if d.o.Gate == nil || !errors.Is(err, ErrNotHolder) {
+		return
+	}
+	d.o.Gate.Refuse(context.WithoutCancel(ctx), acl.Decision{Principal: "runner:" + runner, Action: "fleet:" + what, Scope: c.Folder,
+		Reason: fmt.Sprintf("turn %d attempt %d dispatch %q: %v", c.Turn, c.Attempt, c.Dispatch, err)})
 }

@@ -18,6 +18,7 @@ const (
 	PathWhoami  = "/v1/fleet/whoami"
 	PathClaim   = "/v1/fleet/claim"
 	PathOutcome = "/v1/fleet/outcome"
+	PathRenew   = "/v1/fleet/renew"
 	PathMCP     = "/v1/fleet/mcp"
 )
 
@@ -32,6 +33,7 @@ func (d *Dispatcher) Register(s *api.Server) {
 	s.Handle(PathWhoami, map[string]api.HandlerFunc{"GET": whoami})
 	s.Handle(PathClaim, map[string]api.HandlerFunc{"POST": d.handleClaim})
 	s.Handle(PathOutcome, map[string]api.HandlerFunc{"POST": d.handleOutcome})
+	s.Handle(PathRenew, map[string]api.HandlerFunc{"POST": d.handleRenew})
 	s.Handle(PathMCP, map[string]api.HandlerFunc{"POST": d.handleMCP})
 }
 
@@ -97,6 +99,22 @@ func (d *Dispatcher) handleOutcome(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if err := d.Report(r.Context(), runner, o); err != nil {
+		return apiErr(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (d *Dispatcher) handleRenew(w http.ResponseWriter, r *http.Request) error {
+	runner, err := runnerOf(r)
+	if err != nil {
+		return err
+	}
+	var c Claim
+	if err := api.Decode(w, r, &c); err != nil {
+		return err
+	}
+	if err := d.Renew(r.Context(), runner, c); err != nil {
 		return apiErr(err)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -77,7 +77,7 @@ func newPlane(tb testing.TB, fleet bool, ttl time.Duration, require func(string)
 		if p.setup, err = Ensure(ctx, js, ttl, 3, p.log); err != nil {
 			tb.Fatal(err)
 		}
-		p.d = NewDispatcher(Options{JS: js, Setup: p.setup, Gated: g, Require: require, Log: p.log})
+		p.d = NewDispatcher(Options{JS: js, Setup: p.setup, Gated: g, Gate: l.Gate(), Require: require, LeaseTTL: ttl, Log: p.log})
 		srv := api.NewServer(l, map[string]string{adminToken: service.AdminPrincipal}).WithTokens(l)
 		p.d.Register(srv)
 		hs := httptest.NewServer(srv)

@@ -24,8 +24,12 @@ type holder struct {
 	ttl time.Duration
 	log *slog.Logger
 
-	mu  sync.Mutex
-	rev uint64
+	mu sync.Mutex
+	// confirm asks the control plane whether this runner still holds the
+	// claimed turn (nil before the claim): the bucket only keeps runners
+	// apart, the control plane decides who holds a turn.
+	confirm func(context.Context) error
+	rev     uint64
 	// at is when the stored revision was sent: the bucket wrote it no earlier,
 	// so the lease lives at least until at+ttl.
 	at time.Time
@@ -73,6 +77,18 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 			deadline = giveUp
 		}
 		rctx, rcancel := context.WithDeadline(ctx, deadline)
+		confirmed := false
+		if h.confirm != nil {
+			cerr := h.confirm(rctx)
+			if errors.Is(cerr, ErrNotHolder) {
+				h.mu.Unlock()
+				rcancel()
+				h.log.Warn("lease lost: the control plane gave the turn to another runner", "key", h.key, "err", cerr)
+				cancel(ErrLeaseLost)
+				return
+			}
+			confirmed = cerr == nil
+		}
 		rev, err := h.kv.Update(rctx, h.key, h.val, h.rev)
 		at := sent
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
@@ -82,6 +98,12 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 			if e, gerr := h.kv.Get(rctx, h.key); gerr == nil && bytes.Equal(e.Value(), h.val) {
 				rev, err, at = e.Revision(), nil, first
 			}
+		}
+		if confirmed && (errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound)) {
+			// Someone rewrote the key, but the control plane says the turn is
+			// ours: put our lease back so no runner starts the folder's next turn.
+			h.log.Warn("lease rewritten by another; the control plane confirms this runner, restoring it", "key", h.key)
+			rev, err = h.kv.Put(rctx, h.key, h.val)
 		}
 		rcancel()
 		if err == nil {
@@ -102,6 +124,13 @@ func (h *holder) keep(ctx context.Context, cancel context.CancelCauseFunc, progr
 			h.log.Info("lease renewal failed; retrying", "key", h.key, "err", err)
 		}
 	}
+}
+
+// confirmWith sets how the holder checks its claim with the control plane.
+func (h *holder) confirmWith(f func(context.Context) error) {
+	h.mu.Lock()
+	h.confirm = f
+	h.mu.Unlock()
 }
 
 // release deletes the lease if it is still this holder's.

@@ -173,6 +173,7 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 		h.release()
 		return
 	}
+	h.confirmWith(func(ctx context.Context) error { return r.o.Client.Renew(ctx, c) })
 	log.Info("turn running", "runner", r.o.ID)
 	out := r.execute(tctx, it, c, w)
 	if cause := context.Cause(tctx); errors.Is(cause, ErrLeaseLost) {

@@ -90,7 +90,8 @@ func TestLostLeaseStopsTheTurn(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("turn did not start")
 	}
-	// Someone else's lease replaces r1's, as after an expiry and a takeover.
+	// r2 takes the turn over as after r1 went quiet for a lease TTL: r2's
+	// lease in the bucket, and the control plane accepting r2's claim.
 	e, err := p.setup.Leases.Get(p.ctx, LeaseKey("a"))
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +102,12 @@ func TestLostLeaseStopsTheTurn(t *testing.T) {
 	v, _ := json.Marshal(l)
 	if _, err := p.setup.Leases.Put(p.ctx, LeaseKey("a"), v); err != nil {
 		t.Fatal(err)
+	}
+	p.d.mu.Lock()
+	p.d.flights[l.Dispatch].seen = time.Now().Add(-time.Hour)
+	p.d.mu.Unlock()
+	if _, err := p.d.Claim(p.ctx, "r2", Claim{Turn: l.Turn, Attempt: l.Attempt, Dispatch: l.Dispatch, Folder: "a"}); err != nil {
+		t.Fatalf("r2's claim after r1 went quiet: %v", err)
 	}
 	waitFor(t, 30*time.Second, "r1 to stop its turn", func() bool {
 		mu.Lock()

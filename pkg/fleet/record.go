@@ -17,6 +17,14 @@ import (
 // replica's NATS identity, so no secret goes into it in clear.
 var ErrSecrets = errors.New("a shared registry does not carry secrets")
 
+// MaxValue bounds one registry value: about 3,000 allowlist entries, far
+// past any sandbox's, where a value up to NATS's max payload would let one
+// writer load every replica with tens of thousands of entries.
+const MaxValue = 64 << 10
+
+// ErrTooLarge refuses a client whose record is past MaxValue.
+var ErrTooLarge = errors.New("registry value too large")
+
 // keyPrefix starts every client key; the rest is the address with ':' as '_'
 // (KV keys allow neither ':' nor '%').
 const keyPrefix = "c."
@@ -43,12 +51,19 @@ func encode(c proxy.Client) ([]byte, error) {
 	if !c.Secrets.Empty() {
 		return nil, fmt.Errorf("client %q has secrets: %w; register secrets per replica or leave them out", c.ID, ErrSecrets)
 	}
-	return json.Marshal(admin.Record(c))
+	b, err := json.Marshal(admin.Record(c))
+	if err == nil && len(b) > MaxValue {
+		err = fmt.Errorf("client %q: record is %d bytes, at most %d: %w; shorten its allowlist", c.ID, len(b), MaxValue, ErrTooLarge)
+	}
+	return b, err
 }
 
 // decode parses a bucket value strictly: a field it does not know could be a
 // restriction it would fail to enforce, so such a record is malformed.
 func decode(key string, data []byte) (proxy.Client, error) {
+	if len(data) > MaxValue {
+		return proxy.Client{}, fmt.Errorf("value is %d bytes, at most %d: %w", len(data), MaxValue, ErrTooLarge)
+	}
 	var r admin.ClientJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
