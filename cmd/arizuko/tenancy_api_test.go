@@ -91,6 +91,7 @@ var tenancyTable = []tenancyRow{
 	{"GET /v1/fleet/whoami", "/v1/fleet/whoami", "", deny, deny, deny, any_},
 	{"POST /v1/fleet/claim", "/v1/fleet/claim", `{}`, deny, deny, deny, any_},
 	{"POST /v1/fleet/outcome", "/v1/fleet/outcome", `{}`, deny, deny, deny, any_},
+	{"POST /v1/fleet/renew", "/v1/fleet/renew", `{}`, deny, deny, deny, any_},
 	{"POST /v1/fleet/mcp", "/v1/fleet/mcp", "", deny, deny, deny, any_},
 }
 
