@@ -55,6 +55,7 @@ otherwise open the data dir directly.`,
 		newSendCmd(a), newResolveCmd(a), newMessagesCmd(a),
 		newFolderCmd(a), newRouteCmd(a), newNetworkCmd(a), newSecretCmd(a),
 		newGrantCmd(a), newAuditCmd(a), newObserveCmd(a), newTokenCmd(a), newTurnsCmd(a),
+		newHookCmd(a), newScheduleCmd(a),
 		newManPagesCmd(), newRunnerCmd(a),
 	)
 	a.decorate(root)

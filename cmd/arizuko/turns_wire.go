@@ -15,9 +15,11 @@ import (
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/hook"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/schedule"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -131,9 +133,10 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	runner := newTurnRunner(tc)
 	stopFleet := func() {}
 	var fleet *dispatch.Dispatcher
+	var claims schedule.Claimer
 	if tc.fleet.NATS != "" {
 		var err error
-		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate()); err != nil {
+		if fleet, claims, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate()); err != nil {
 			cancel()
 			return nil, nil, err
 		}
@@ -150,13 +153,19 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
 	})
+	kick := kickingService{l, q, d}
+	sched := &schedule.Scheduler{Store: st, Claim: claims, Fire: func(ctx context.Context, f schedule.Firing) error {
+		return fireSchedule(ctx, l, kick.PostMessage, f)
+	}}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); q.Run(ctx) }()
 	go func() { defer wg.Done(); d.Run(ctx) }()
+	go func() { defer wg.Done(); sched.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	core := api.NewServer(kick, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	hook.New(l, kick.PostMessage).Register(core)
 	if fleet != nil {
 		fleet.Register(core)
 	}
@@ -168,7 +177,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		l.Metrics().ServeHTTP(w, r)
 		return nil
 	}})
-	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
+	wc := webchat.New(l, kick.PostMessage, 0)
 	wc.Register(core)
 	if self != "" {
 		if err := wc.Attach(ctx, self); err != nil {

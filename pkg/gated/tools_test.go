@@ -165,6 +165,16 @@ var toolRows = map[string]toolRow{
 			return map[string]any{"id": r.ID}
 		},
 		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "chat_jid=irc:eng", "corp/eng", false) }},
+	"schedule_task": {"corp", "corp/eng",
+		func(*testing.T, *toolEnv) map[string]any {
+			return map[string]any{"cron": "0 9 * * 1-5", "tz": "Europe/Prague", "prompt": "standup", "folder": "corp/eng"}
+		},
+		func(t *testing.T, e *toolEnv, _ string) {
+			ss, err := e.st.ListSchedules(context.Background())
+			if err != nil || len(ss) != 1 || ss[0].Folder != "corp/eng" || ss[0].Owner != "folder:corp" || ss[0].TZ != "Europe/Prague" {
+				t.Fatalf("schedules %+v %v, want corp/eng's, owned by folder:corp", ss, err)
+			}
+		}},
 	"submit_turn": {"corp", "corp",
 		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"status": "ok", "result": "done"} },
 		func(t *testing.T, e *toolEnv, _ string) {

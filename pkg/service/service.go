@@ -60,6 +60,13 @@ type Service interface {
 	SetBudget(ctx context.Context, folder string, in BudgetIn) (FolderBudget, error)
 	SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error)
 	RemoveAdapter(ctx context.Context, platform string) error
+
+	AddHook(ctx context.Context, in HookIn) (NewHook, error)
+	ListHooks(ctx context.Context) ([]store.Hook, error)
+	RemoveHook(ctx context.Context, id int64) error
+	AddSchedule(ctx context.Context, in ScheduleIn) (store.Schedule, error)
+	ListSchedules(ctx context.Context) ([]store.Schedule, error)
+	RemoveSchedule(ctx context.Context, id int64) error
 }
 
 // MessageIn is an inbound message as an adapter delivers it.
