@@ -39,9 +39,11 @@ func OpenClaimer(ctx context.Context, js jetstream.JetStream, replicas int, name
 
 // Claim is true for the first caller of (id, due) only.
 func (c *KVClaimer) Claim(ctx context.Context, id int64, due time.Time) (bool, error) {
-	_, err := c.KV.Create(ctx, fmt.Sprintf("s%d.%d", id, due.UnixMilli()), []byte(c.Name))
+	_, err := c.KV.Create(ctx, claimKey(id, due), []byte(c.Name))
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return false, nil
 	}
 	return err == nil, err
 }
+
+func claimKey(id int64, due time.Time) string { return fmt.Sprintf("s%d.%d", id, due.UnixMilli()) }
