@@ -44,6 +44,8 @@
 //	pkg/gated           the per-folder MCP server
 //	pkg/delivery        outbound delivery
 //	pkg/webchat         the web chat page
+//	pkg/hook            webhooks: a POST to /hook/<token> becomes a message
+//	pkg/schedule        scheduled turns: cron firing, once per due time
 //	pkg/webdriver       the WebDriver client the web chat's browser test drives
 //
 // Inside the guest (guestfs/init, PID 1 of every guest):

@@ -85,10 +85,23 @@ arizuko observe ls acme               # what acme observes`,
 arizuko token ls`,
 	"arizuko token add": `arizuko token add grafana --kind read
 arizuko token add slack-bot --kind adapter --platform slack`,
-	"arizuko token ls":   `arizuko token ls --json`,
-	"arizuko token rm":   `arizuko token rm grafana`,
-	"arizuko turns ls":   `arizuko turns ls --json`,
-	"arizuko turns show": `arizuko turns show 12`,
+	"arizuko token ls": `arizuko token ls --json`,
+	"arizuko hook": `arizuko hook add corp/eng --secret
+arizuko hook ls`,
+	"arizuko hook add": `arizuko hook add corp/eng --secret      # GitHub: Content type JSON, Secret as printed
+arizuko hook add alerts --per-minute 10
+curl -d 'disk full on db1' -H 'Content-Type: text/plain' http://127.0.0.1:7480/hook/azh_…`,
+	"arizuko hook ls": `arizuko hook ls --json`,
+	"arizuko hook rm": `arizuko hook rm 3`,
+	"arizuko schedule": `arizuko schedule add corp/eng "0 9 * * 1-5" "Summarize yesterday's issues" --tz Europe/Prague
+arizuko schedule ls`,
+	"arizuko schedule add": `arizuko schedule add corp/eng "0 9 * * 1-5" "Summarize yesterday's issues" --tz Europe/Prague
+arizuko schedule add ops @hourly "Check the backup log"`,
+	"arizuko schedule ls": `arizuko schedule ls --json`,
+	"arizuko schedule rm": `arizuko schedule rm 2`,
+	"arizuko token rm":    `arizuko token rm grafana`,
+	"arizuko turns ls":    `arizuko turns ls --json`,
+	"arizuko turns show":  `arizuko turns show 12`,
 }
 
 // folderArgs are the commands whose first argument is a folder; chatArgs those
