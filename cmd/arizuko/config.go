@@ -150,7 +150,8 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 		key string
 		v   int
 	}{{"folders", c.Limits.Folders}, {"routes", c.Limits.Routes}, {"grants", c.Limits.Grants},
-		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute}} {
+		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute},
+		{"hooks", c.Limits.Hooks}, {"schedules", c.Limits.Schedules}} {
 		if k.v < 0 {
 			return nil, fmt.Errorf("%s: limits.%s %d: want 0 (no limit) or more", path, k.key, k.v)
 		}

@@ -58,6 +58,9 @@ func (l *Local) AddHook(ctx context.Context, in HookIn) (NewHook, error) {
 	if err := l.check(ctx, "hook:add", in.Folder); err != nil {
 		return NewHook{}, err
 	}
+	if err := l.limitHooks(ctx, in.Folder); err != nil {
+		return NewHook{}, err
+	}
 	token, err := randomText(HookPrefix)
 	if err != nil {
 		return NewHook{}, err

@@ -59,6 +59,9 @@ func (l *Local) AddSchedule(ctx context.Context, in ScheduleIn) (store.Schedule,
 	if err := l.check(ctx, "schedule:add", in.Folder); err != nil {
 		return store.Schedule{}, err
 	}
+	if err := l.limitSchedules(ctx, in.Folder); err != nil {
+		return store.Schedule{}, err
+	}
 	sc, err := l.st.InsertSchedule(ctx, store.Schedule{Folder: in.Folder, Cron: in.Cron, TZ: in.TZ, Prompt: in.Prompt,
 		NextRun: spec.Next(time.Now()).UnixMilli(), Owner: Actor(ctx)})
 	if errors.Is(err, store.ErrNotFound) {
