@@ -83,6 +83,7 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.
 	name := fmt.Sprintf("%s:%d", host, os.Getpid())
 	c, err := schedule.OpenClaimer(ctx, js, replicas, name)
 	if err != nil && replicas > 1 {
+		slog.Warn("schedule claims with one replica: the nats cluster refused more", "replicas", replicas, "err", err)
 		c, err = schedule.OpenClaimer(ctx, js, 1, name)
 	}
 	if err != nil {

@@ -86,8 +86,17 @@ var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 // and the deliverer for every adapter it registers.
 type kickingService struct {
 	*service.Local
-	q *turn.Queue
-	d *delivery.Deliverer
+	q     *turn.Queue
+	d     *delivery.Deliverer
+	sched *schedule.Scheduler
+}
+
+func (k kickingService) AddSchedule(ctx context.Context, in service.ScheduleIn) (store.Schedule, error) {
+	sc, err := k.Local.AddSchedule(ctx, in)
+	if err == nil {
+		k.sched.Wake()
+	}
+	return sc, err
 }
 
 func (k kickingService) SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error) {
@@ -153,10 +162,11 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
 	})
-	kick := kickingService{l, q, d}
-	sched := &schedule.Scheduler{Store: st, Claim: claims, Fire: func(ctx context.Context, f schedule.Firing) error {
+	sched := &schedule.Scheduler{Store: st, Claim: claims}
+	kick := kickingService{l, q, d, sched}
+	sched.Fire = func(ctx context.Context, f schedule.Firing) error {
 		return fireSchedule(ctx, l, kick.PostMessage, f)
-	}}
+	}
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); q.Run(ctx) }()

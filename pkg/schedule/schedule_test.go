@@ -260,3 +260,27 @@ func TestFleetFiresOnce(t *testing.T) {
 		t.Fatalf("without the claim: %d firings, want both planes' (12): the test would not catch a missing claim", r.n())
 	}
 }
+
+// Run sleeps until the earliest next run, and Wake makes it see a schedule
+// added meanwhile at once rather than after its longest sleep.
+func TestRunWakes(t *testing.T) {
+	st := openStore(t)
+	var r recorder
+	s := &Scheduler{Store: st, Fire: r.fire, MaxWait: time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(50 * time.Millisecond) // Run has made its first pass and sleeps for the hour
+	if _, err := st.InsertSchedule(ctx, store.Schedule{Folder: "acme", Cron: "@hourly", TZ: "UTC", Prompt: "p", NextRun: time.Now().UnixMilli(), Owner: "user:admin"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Wake()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.n() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r.n() != 1 {
+		t.Fatalf("%d firings after Wake, want 1", r.n())
+	}
+}

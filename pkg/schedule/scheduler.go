@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/acl"
@@ -38,6 +39,23 @@ type Scheduler struct {
 	// added meanwhile is seen.
 	MaxWait time.Duration
 	Log     *slog.Logger
+
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+func (s *Scheduler) wakeCh() chan struct{} {
+	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
+	return s.wake
+}
+
+// Wake makes Run look at the store now: a schedule just added may be due
+// before Run's next pass.
+func (s *Scheduler) Wake() {
+	select {
+	case s.wakeCh() <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Scheduler) now() time.Time {
@@ -138,6 +156,13 @@ func (s *Scheduler) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.wakeCh():
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
 		}
 		if _, err := s.Tick(ctx); err != nil && ctx.Err() == nil {
 			s.log().Error("scheduler", "err", err)
