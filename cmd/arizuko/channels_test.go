@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 // apiCall sends one request with the admin token and decodes a 2xx answer.
@@ -160,4 +162,56 @@ func TestScheduledTurnLatency(t *testing.T) {
 	if fired != n {
 		t.Fatalf("%d schedule:fire audit rows for %d firings", fired, n)
 	}
+}
+
+// Two control planes in fleet mode, each with its own database holding the
+// same every-second schedule, share a real NATS JetStream: across both,
+// each due time fires exactly once (the daemon's own wiring: startFleet's
+// claims bucket and the scheduler's loop on the wall clock).
+func TestFleetControlPlanesFireOnce(t *testing.T) {
+	tc := fleetTurns(t)
+	prev := newTurnRunner
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	t.Cleanup(func() { newTurnRunner = prev })
+	var stores []*store.Store
+	var ids []int64
+	for range 2 {
+		e := servicetest.New(t, servicetest.Options{})
+		e.AddFolder(t, "acme")
+		sc, err := e.L.AddSchedule(e.Admin, service.ScheduleIn{Folder: "acme", Cron: "* * * * * *", Prompt: "tick"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stop, err := startTurns(context.Background(), tc, e.L, openapiAdmin, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		stores, ids = append(stores, e.Store), append(ids, sc.ID)
+	}
+	if ids[0] != ids[1] {
+		t.Fatalf("schedule ids %v: the two planes must hold the same schedule", ids)
+	}
+	time.Sleep(4500 * time.Millisecond)
+	fired := map[string][]int{}
+	for i, st := range stores {
+		ms, err := st.ListMessages(context.Background(), "web:acme", 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Sender == service.SchedulePrincipal(ids[i]) {
+				fired[m.PlatformID] = append(fired[m.PlatformID], i)
+			}
+		}
+	}
+	if len(fired) < 3 {
+		t.Fatalf("%d due times fired in 4.5 s of an every-second schedule: %v", len(fired), fired)
+	}
+	for due, planes := range fired {
+		if len(planes) != 1 {
+			t.Errorf("due time %s fired on planes %v, want exactly one", due, planes)
+		}
+	}
+	t.Logf("%d due times, each fired by one of two control planes: %v", len(fired), fired)
 }
