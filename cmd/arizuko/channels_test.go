@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/schedule"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/service/servicetest"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -214,4 +216,40 @@ func TestFleetControlPlanesFireOnce(t *testing.T) {
 		}
 	}
 	t.Logf("%d due times, each fired by one of two control planes: %v", len(fired), fired)
+}
+
+// A schedule fires as its owner: an agent's schedule stops firing when its
+// schedule_task grant is revoked, and the refusal is audited.
+func TestScheduleFiresAsItsOwner(t *testing.T) {
+	e := servicetest.New(t, servicetest.Options{})
+	e.AddFolder(t, "acme")
+	ctx := context.Background()
+	g, err := e.L.AddGrant(e.Admin, acl.Grant{Principal: "folder:acme", Action: "mcp:schedule_task", Scope: "acme", Effect: acl.Allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := e.L.AddSchedule(service.OnBehalf(e.Admin, "folder:acme"), service.ScheduleIn{Folder: "acme", Cron: "@hourly", Prompt: "agent's own"})
+	if err != nil || sc.Owner != "folder:acme" {
+		t.Fatalf("schedule %+v %v", sc, err)
+	}
+	fire := func(due int64) error {
+		return fireSchedule(ctx, e.L, e.L.PostMessage, schedule.Firing{Schedule: sc, Due: time.UnixMilli(due), At: time.Now()})
+	}
+	if err := fire(1000); err != nil {
+		t.Fatalf("granted: %v", err)
+	}
+	if err := e.L.RemoveGrant(e.Admin, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := fire(2000); service.Code(err) != service.CodeDenied {
+		t.Fatalf("after the grant's revocation: %v, want denied", err)
+	}
+	ms, _ := e.Store.ListMessages(ctx, "web:acme", 0, 100)
+	if len(ms) != 1 || ms[0].Sender != service.SchedulePrincipal(sc.ID) || ms[0].Text != "agent's own" {
+		t.Fatalf("acme's chat %+v, want the one granted firing", ms)
+	}
+	audit, _ := e.Store.ListAudit(ctx, 10)
+	if a := audit[0]; a.Principal != "folder:acme" || a.Action != "mcp:schedule_task" || a.Decision != "deny" {
+		t.Fatalf("newest audit row %+v, want the refused firing", a)
+	}
 }
