@@ -14,6 +14,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/netjail"
@@ -159,6 +160,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
 	if fleet != nil {
 		fleet.Register(core)
+		core.Note("fleet_nats", natsauth.Auth{Insecure: tc.fleet.insecure}.Describe())
 	}
 	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		// Counts name tenants: the operator's and read tokens' alone.
