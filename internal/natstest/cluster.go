@@ -25,7 +25,7 @@ type Cluster struct {
 	host    string // where clients connect
 	opts    []*server.Options
 	servers []*server.Server
-	scheme  string        // of client URLs; "" = nats
+	scheme  string // of client URLs; "" = nats
 	// clientOpts authenticate Connect and WaitReady (a Shipped node's control plane).
 	clientOpts []nats.Option
 }

@@ -60,7 +60,7 @@ type Proxy struct {
 	// RegistrySigners are the public nkeys whose values a replica enforces,
 	// besides its own RegistrySignKey's.
 	RegistrySigners []string `toml:"registry_signers"`
-	Replica       string `toml:"replica"`        // this replica's name in logs; "" is the host name
+	Replica         string   `toml:"replica"` // this replica's name in logs; "" is the host name
 }
 
 // Admin configures the proxy daemon's HTTP admin API.
