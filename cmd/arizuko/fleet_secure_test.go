@@ -152,4 +152,21 @@ func TestFleetRefusesNATSWithoutCredentials(t *testing.T) {
 			}
 		})
 	}
+	// With --insecure-nats it starts, and says so in its log and /health.
+	if err := os.WriteFile(filepath.Join(data, "arizuko.toml"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, e, data, "--nats", natstest.Start(t, 1).URL(), "--insecure-nats")
+	resp, err := http.Get(d.url + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"fleet_nats":"insecure (--insecure-nats)`) {
+		t.Errorf("/health with --insecure-nats: %s", body)
+	}
+	if !strings.Contains(d.logs.String(), "fleet nats without required credentials or tls") {
+		t.Errorf("log does not name --insecure-nats:\n%s", d.logs)
+	}
 }
