@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nkeys"
 )
@@ -109,5 +108,5 @@ func short(pub string) string {
 	if len(pub) > 12 {
 		return pub[:12] + "…"
 	}
-	return strings.Clone(pub)
+	return pub
 }
