@@ -51,7 +51,7 @@ func TestForgedEntriesChangeNoAllowlist(t *testing.T) {
 	spliced, _ := json.Marshal(env)
 	kv := bucket(t, c)
 	ctx := context.Background()
-	for _, f := range []struct {
+	for i, f := range []struct {
 		name, key string
 		val       []byte
 	}{
@@ -61,11 +61,14 @@ func TestForgedEntriesChangeNoAllowlist(t *testing.T) {
 		{"trusted signature moved to another address", "c.10.0.0.9", sealed(t, testSigner, "c.10.0.0.1", ghost)},
 		{"trusted signature on another record", "c.10.0.0.1", spliced},
 	} {
+		// One at a time: the bucket keeps one revision per key, so a watcher
+		// may never see a value overwritten before it was delivered.
 		if _, err := kv.Put(ctx, f.key, f.val); err != nil {
 			t.Fatal(err)
 		}
+		want := float64(i + 1)
+		waitFor(t, "the reader skips the forged value "+f.name, func() bool { return counter(t, prom, "crackbox_registry_entries_skipped_total") >= want })
 	}
-	waitFor(t, "every forged value skipped", func() bool { return counter(t, prom, "crackbox_registry_entries_skipped_total") >= 5 })
 	for _, r := range []*proxy.Registry{reg, admin.reg} {
 		if allows(r, "10.0.0.1", "evil.test") {
 			t.Error("a forged value widened 10.0.0.1's allowlist")
