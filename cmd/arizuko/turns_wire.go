@@ -17,6 +17,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/hook"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/schedule"
@@ -178,6 +179,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	hook.New(l, kick.PostMessage).Register(core)
 	if fleet != nil {
 		fleet.Register(core)
+		core.Note("fleet_nats", natsauth.Auth{Insecure: tc.fleet.insecure}.Describe())
 	}
 	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		// Counts name tenants: the operator's and read tokens' alone.

@@ -10,7 +10,7 @@ import (
 )
 
 // Bucket is the NATS KV bucket of claimed due times.
-const Bucket = "arizuko-schedule-claims"
+const Bucket = "arizuko_schedule_claims"
 
 // claimTTL keeps a claim longer than any control plane's clock skew or
 // downtime could make it fire the same due time again.
