@@ -284,3 +284,49 @@ func TestRunWakes(t *testing.T) {
 		t.Fatalf("%d firings after Wake, want 1", r.n())
 	}
 }
+
+// Under the shipped NATS server config the control plane's identity claims
+// due times, once each; a runner's identity cannot reach the claims, so a
+// runner host can neither fire a schedule nor suppress one.
+func TestShippedConfigClaims(t *testing.T) {
+	sh := natstest.StartShipped(t, "127.0.0.1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(ctx context.Context, id string) (*KVClaimer, error) {
+		js, err := jetstream.New(sh.Connect(sh.As(id)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return OpenClaimer(ctx, js, 1, id)
+	}
+	// A refused request is never answered: a short wait is the answer.
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	cp, err := open(ctx, "control-plane")
+	if err != nil {
+		t.Fatalf("the control plane opens the claims bucket: %v", err)
+	}
+	due := utc("2026-03-02T10:00:00Z")
+	if ok, err := cp.Claim(ctx, 1, due); !ok || err != nil {
+		t.Fatalf("first claim: %v %v", ok, err)
+	}
+	if ok, err := cp.Claim(ctx, 1, due); ok || err != nil {
+		t.Fatalf("second claim of the same due time: %v %v", ok, err)
+	}
+	if _, err := open(short(), "runner-1"); err == nil {
+		t.Fatal("a runner's identity opened the schedule claims")
+	}
+	js, err := jetstream.New(sh.Connect(sh.As("runner-1")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(short(), "$KV."+Bucket+"."+claimKey(1, due.Add(time.Minute)), []byte("runner-1")); err == nil {
+		t.Fatal("a runner's identity wrote a claim")
+	}
+	if ok, err := cp.Claim(ctx, 1, due.Add(time.Minute)); !ok || err != nil {
+		t.Fatalf("the control plane's claim after the runner's try: %v %v", ok, err)
+	}
+}
