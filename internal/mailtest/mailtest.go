@@ -205,7 +205,8 @@ func startChild(logPath, name string, args ...string) (*child, error) {
 	c := &child{cmd: exec.Command(name, args...), done: make(chan struct{})}
 	c.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"}
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group, so stop can end the children a server leaves.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
 	started := make(chan error, 1)
 	// Pdeathsig follows the thread that forked, so that thread stays
 	// alive (locked to this goroutine) until the server has exited.
@@ -225,8 +226,9 @@ func startChild(logPath, name string, args ...string) (*child, error) {
 	return c, nil
 }
 
-// stop asks the server to end (both end their own children on SIGTERM)
-// and waits for it.
+// stop asks the server to end, waits for it, and kills what is left of
+// its process group: dovecot's master exits at once while a client's imap
+// process lingers for seconds, and a stopped server must drop its clients.
 func (c *child) stop() {
 	if c == nil {
 		return
@@ -238,6 +240,7 @@ func (c *child) stop() {
 		c.cmd.Process.Kill()
 		<-c.done
 	}
+	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 func (c *child) exited() bool {
