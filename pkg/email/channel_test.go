@@ -1,0 +1,116 @@
+package email
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/router"
+	"github.com/crackbox/crackbox/pkg/service"
+)
+
+// sink records what the channel posts; every message reaches folder "f".
+type sink struct{ posted []service.MessageIn }
+
+func (s *sink) Resolve(context.Context, service.MessageIn) (router.Result, error) {
+	return router.Result{Folder: "f", How: router.How("route")}, nil
+}
+
+func (s *sink) PostMessage(_ context.Context, in service.MessageIn) (service.Ingest, error) {
+	s.posted = append(s.posted, in)
+	return service.Ingest{}, nil
+}
+
+func newTestChannel(t *testing.T, chatBy string) (*Channel, *sink, *[]acl.Decision) {
+	t.Helper()
+	s, audit := &sink{}, &[]acl.Decision{}
+	cfg := Config{Address: "agent@own.test", IMAP: "127.0.0.1:1", IMAPTLS: "none", SMTP: "127.0.0.1:1", SMTPTLS: "none",
+		AuthservID: "mx.test", ChatBy: chatBy, MaxAttachment: 8}
+	if err := cfg.Check(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	c, err := New(Options{Config: cfg, Sink: s, Home: func(string) (string, error) { return home, nil },
+		Audit: func(_ context.Context, d acl.Decision) error { *audit = append(*audit, d); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s, audit
+}
+
+func rawMail(from, id, refs string) []byte {
+	h := "Authentication-Results: mx.test; spf=pass smtp.mailfrom=a.test; dkim=pass header.d=a.test; dmarc=pass header.from=a.test\r\n" +
+		"Received: from x by mx.test\r\nFrom: " + from + "\r\nSubject: s\r\nMessage-ID: <" + id + ">\r\n"
+	if refs != "" {
+		h += "In-Reply-To: " + refs[strings.LastIndex(refs, "<"):] + "\r\nReferences: " + refs + "\r\n"
+	}
+	return []byte(h + "\r\nbody\r\n")
+}
+
+// One chat per thread follows the root of References; one chat per sender
+// follows the verified address.
+func TestChatPerThreadOrSender(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		by   string
+		want []string
+	}{
+		{"thread", []string{"email:thread-" + ThreadKey("r@a.test"), "email:thread-" + ThreadKey("r@a.test"), "email:thread-" + ThreadKey("new@a.test")}},
+		{"sender", []string{"email:al@a.test", "email:al@a.test", "email:al@a.test"}},
+	} {
+		ch, s, _ := newTestChannel(t, c.by)
+		for _, m := range [][]byte{rawMail("al@a.test", "r@a.test", ""), rawMail("Al <AL@a.test>", "x@a.test", "<r@a.test> <y@own.test>"), rawMail("al@a.test", "new@a.test", "")} {
+			if err := ch.Handle(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, p := range s.posted {
+			got = append(got, p.ChatJID)
+			if p.Sender != "al@a.test" || p.Platform != Platform {
+				t.Errorf("posted %+v", p)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("chat_by %s: chats %v, want %v", c.by, got, c.want)
+		}
+	}
+}
+
+// An outbound message of a chat the channel never saw mail in is refused,
+// so the daemon retries it rather than marking it sent.
+func TestSendWithoutThreadRefused(t *testing.T) {
+	ch, _, _ := newTestChannel(t, "thread")
+	if err := ch.Send(context.Background(), 1, "email:thread-abc", "hi", ""); !errors.Is(err, ErrNoThread) {
+		t.Fatalf("Send = %v, want ErrNoThread", err)
+	}
+}
+
+func TestConfigCheckNamesTheKey(t *testing.T) {
+	good := Config{Address: "a@b.test", IMAP: "imap.b.test:993", SMTP: "smtp.b.test:465", AuthservID: "mx.b.test"}
+	for _, c := range []struct {
+		key string
+		mod func(*Config)
+	}{
+		{"email.address", func(c *Config) { c.Address = "Agent <a@b.test>" }},
+		{"email.imap", func(c *Config) { c.IMAP = "imap.b.test" }},
+		{"email.smtp_tls", func(c *Config) { c.SMTPTLS = "none" }},
+		{"email.imap_tls", func(c *Config) { c.IMAPTLS = "ssl" }},
+		{"email.authserv_id", func(c *Config) { c.AuthservID = "" }},
+		{"email.require", func(c *Config) { c.Require = []string{"arc"} }},
+		{"email.chat_by", func(c *Config) { c.ChatBy = "day" }},
+		{"email.imap_password_file", func(c *Config) { c.IMAPPasswordFile = "/nonexistent/pw" }},
+	} {
+		cfg := good
+		c.mod(&cfg)
+		if err := cfg.Check(t.TempDir()); err == nil || !strings.HasPrefix(err.Error(), c.key+":") {
+			t.Errorf("%s: Check = %v", c.key, err)
+		}
+	}
+	cfg := good
+	if err := cfg.Check("/data"); err != nil || cfg.ChatBy != "thread" || len(cfg.Require) != 3 || cfg.StateDir != "/data/email" {
+		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+}
