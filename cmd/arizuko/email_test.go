@@ -60,7 +60,9 @@ func newMailEnv(t *testing.T, maxAttachment int64) *mailEnv {
 		t.Fatal(err)
 	}
 	tc := TurnsConfig{email: email.Config{Enabled: true, Address: agentAddr,
-		IMAP: s.IMAP, IMAPTLS: "none", IMAPPasswordFile: pw, SMTP: s.SMTP, SMTPTLS: "none",
+		IMAP: s.IMAP, IMAPTLS: "none", IMAPPasswordFile: pw,
+		// Replies go through submission, which wants AUTH as the agent.
+		SMTP: s.Submission, SMTPTLS: "none", SMTPUser: agentAddr, SMTPPasswordFile: pw,
 		AuthservID: mailtest.AuthservID, MaxAttachment: maxAttachment,
 		// Long, so a mail that arrives fast arrived by IDLE.
 		Poll: config.Duration{Duration: 5 * time.Minute}}}

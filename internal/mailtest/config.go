@@ -8,9 +8,18 @@ import (
 	"strings"
 )
 
-// postfixServices is master.cf: the SMTP listener and the internal services
-// that take a mail from it into a Maildir, none chrooted.
+// postfixServices is master.cf: the SMTP listener, the submission listener
+// (AUTH against dovecot's passwords required, and a user may send only as
+// itself), and the internal services that take a mail into a Maildir, none
+// chrooted.
 const postfixServices = `%s inet n - n - - smtpd
+%s inet n - n - - smtpd
+  -o smtpd_sasl_auth_enable=yes
+  -o smtpd_sasl_type=dovecot
+  -o smtpd_sasl_path=%s
+  -o smtpd_client_restrictions=permit_sasl_authenticated,reject
+  -o smtpd_sender_restrictions=reject_sender_login_mismatch
+  -o smtpd_sender_login_maps=texthash:%s
 pickup    unix  n - n 60   1 pickup
 cleanup   unix  n - n -    0 cleanup
 qmgr      unix  n - n 300  1 qmgr
@@ -34,7 +43,7 @@ scache    unix  - - n -    1 scache
 postlog   unix-dgram n - n - 1 postlogd
 `
 
-func (s *Server) writePostfix(o Options, port int) error {
+func (s *Server) writePostfix(o Options, port, submission int) error {
 	for _, d := range []string{"postfix", "queue", "data", "mail"} {
 		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
 			return err
@@ -44,7 +53,7 @@ func (s *Server) writePostfix(o Options, port int) error {
 		return err
 	}
 	var domains []string
-	var boxes strings.Builder
+	var boxes, logins strings.Builder
 	for _, u := range o.Users {
 		local, domain, ok := strings.Cut(u, "@")
 		if !ok {
@@ -54,6 +63,7 @@ func (s *Server) writePostfix(o Options, port int) error {
 			domains = append(domains, domain)
 		}
 		fmt.Fprintf(&boxes, "%s %s/%s/Maildir/\n", u, domain, local)
+		fmt.Fprintf(&logins, "%s %s\n", u, u)
 	}
 	var verdicts strings.Builder
 	for sender, v := range o.Verdicts {
@@ -90,8 +100,10 @@ smtpd_sender_restrictions = check_sender_access texthash:%[1]s/postfix/verdicts
 `, s.dir, AuthservID, strings.Join(domains, " "), mailUID)
 	files := map[string]string{
 		"main.cf":   mainCF,
-		"master.cf": fmt.Sprintf(postfixServices, fmt.Sprintf("127.0.0.1:%d", port)),
+		"master.cf": fmt.Sprintf(postfixServices, fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", submission),
+			s.path("dovecot", "run", "auth-postfix"), s.path("postfix", "logins")),
 		"mailboxes": boxes.String(),
+		"logins":    logins.String(),
 		"verdicts":  verdicts.String(),
 	}
 	for name, body := range files {
@@ -144,6 +156,13 @@ service imap-login {
 }
 service anvil {
   chroot =
+}
+service auth {
+  unix_listener auth-postfix {
+    mode = 0660
+    user = postfix
+    group = postfix
+  }
 }
 `, s.dir, s.imapPort, mailUID)
 	var users strings.Builder

@@ -54,7 +54,10 @@ type Options struct {
 
 // Server is one running postfix and dovecot.
 type Server struct {
-	SMTP string // host:port, plain SMTP without authentication
+	SMTP string // host:port, plain SMTP without authentication, as a receiving server
+	// Submission is host:port of plain SMTP that takes mail only after AUTH
+	// PLAIN as a user with Password, and only from that user's address.
+	Submission string
 	IMAP string // host:port, plain IMAP, any user with Password
 
 	dir      string
@@ -90,9 +93,10 @@ func Start(t testing.TB, o Options) *Server {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	smtpPort, imapPort := freePort(t), freePort(t)
+	smtpPort, subPort, imapPort := freePort(t), freePort(t), freePort(t)
 	s.SMTP, s.IMAP, s.imapPort = fmt.Sprintf("127.0.0.1:%d", smtpPort), fmt.Sprintf("127.0.0.1:%d", imapPort), imapPort
-	if err := s.writePostfix(o, smtpPort); err != nil {
+	s.Submission = fmt.Sprintf("127.0.0.1:%d", subPort)
+	if err := s.writePostfix(o, smtpPort, subPort); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.writeDovecot(o); err != nil {
