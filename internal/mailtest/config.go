@@ -99,7 +99,7 @@ virtual_minimum_uid = 100
 smtpd_sender_restrictions = check_sender_access texthash:%[1]s/postfix/verdicts
 `, s.dir, AuthservID, strings.Join(domains, " "), mailUID)
 	files := map[string]string{
-		"main.cf":   mainCF,
+		"main.cf": mainCF,
 		"master.cf": fmt.Sprintf(postfixServices, fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", submission),
 			s.path("dovecot", "run", "auth-postfix"), s.path("postfix", "logins")),
 		"mailboxes": boxes.String(),

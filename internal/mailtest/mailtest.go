@@ -58,7 +58,7 @@ type Server struct {
 	// Submission is host:port of plain SMTP that takes mail only after AUTH
 	// PLAIN as a user with Password, and only from that user's address.
 	Submission string
-	IMAP string // host:port, plain IMAP, any user with Password
+	IMAP       string // host:port, plain IMAP, any user with Password
 
 	dir      string
 	mu       sync.Mutex
