@@ -244,7 +244,7 @@ third
 		}
 	}
 	var posted []store.Message
-	for _, c := range []string{"email:thread-" + emailKey("forged@evil.test"), "email:thread-" + emailKey("ooo@good.test"), "email:thread-" + emailKey("bounce@good.test")} {
+	for _, c := range []string{"email:thread-" + emailKey("forged@evil.test"), "email:thread-" + emailKey("ooo@good.test"), "email:thread-" + email.ThreadKey("mailer-daemon@good.test", "bounce@good.test")} {
 		ms, _ := m.e.Store.ListMessages(ctx, c, 0, 10)
 		posted = append(posted, ms...)
 	}
@@ -313,5 +313,5 @@ func TestEmailIMAPRestartMidIdle(t *testing.T) {
 	}
 }
 
-// emailKey is the thread part of a per-thread chat's name.
-func emailKey(messageID string) string { return email.ThreadKey(messageID) }
+// emailKey is the thread part of the name of alice's chat in a thread.
+func emailKey(rootID string) string { return email.ThreadKey(aliceAddr, rootID) }

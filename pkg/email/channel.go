@@ -76,7 +76,7 @@ func (c *Channel) Handle(ctx context.Context, raw []byte) error {
 	}
 	chat := Platform + ":" + addr
 	if c.cfg.ChatBy == "thread" {
-		chat = Platform + ":thread-" + ThreadKey(m.Root())
+		chat = Platform + ":thread-" + ThreadKey(addr, m.Root())
 	}
 	in := service.MessageIn{ChatJID: chat, Sender: addr, Platform: Platform,
 		PlatformID: clip(m.MessageID, 256), ReplyTo: clip(m.InReplyTo, 256)}
@@ -91,7 +91,7 @@ func (c *Channel) Handle(ctx context.Context, raw []byte) error {
 			return fmt.Errorf("resolve mail %s: %w", m.MessageID, err)
 		}
 		if res.Routed() {
-			body += "\n\n" + c.saveFiles(res.Folder, m)
+			body += "\n\n" + c.saveFiles(res.Folder, chat, m)
 		}
 	}
 	in.Text = clipText(body, service.MaxText)
@@ -117,9 +117,11 @@ func (c *Channel) Handle(ctx context.Context, raw []byte) error {
 	return nil
 }
 
-// ThreadKey names the chat of the thread whose first mail has rootID:
-// email:thread-<key>.
-func ThreadKey(rootID string) string { return key(rootID) }
+// ThreadKey names the chat of sender's mail in the thread whose first mail
+// has rootID: email:thread-<key>. The sender is part of it because a
+// Message-ID is whatever the sender writes: another verified sender who
+// quotes a thread's ids gets a chat of its own, never a seat in that one.
+func ThreadKey(sender, rootID string) string { return key(sender + "\n" + rootID) }
 
 // refuse logs and audits a mail that is not posted.
 func (c *Channel) refuse(ctx context.Context, from, reason string) error {
@@ -144,7 +146,7 @@ func (c *Channel) Send(ctx context.Context, id int64, chat, text, replyTo string
 	if _, ok, err := c.state.sent(id); err != nil || ok {
 		return err
 	}
-	t, ok, err := c.state.thread(replyTo)
+	t, ok, err := c.state.thread(chat, replyTo)
 	if err == nil && (!ok || t.Chat != chat) {
 		t, ok, err = c.state.chatThread(chat)
 	}

@@ -57,7 +57,7 @@ func TestChatPerThreadOrSender(t *testing.T) {
 		by   string
 		want []string
 	}{
-		{"thread", []string{"email:thread-" + ThreadKey("r@a.test"), "email:thread-" + ThreadKey("r@a.test"), "email:thread-" + ThreadKey("new@a.test")}},
+		{"thread", []string{"email:thread-" + ThreadKey("al@a.test", "r@a.test"), "email:thread-" + ThreadKey("al@a.test", "r@a.test"), "email:thread-" + ThreadKey("al@a.test", "new@a.test")}},
 		{"sender", []string{"email:al@a.test", "email:al@a.test", "email:al@a.test"}},
 	} {
 		ch, s, _ := newTestChannel(t, c.by)
@@ -76,6 +76,27 @@ func TestChatPerThreadOrSender(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(c.want, " ") {
 			t.Errorf("chat_by %s: chats %v, want %v", c.by, got, c.want)
 		}
+	}
+}
+
+// Another verified sender who reuses a thread's Message-IDs lands in a chat
+// of its own and leaves the thread's record (where replies go) alone.
+func TestQuotedThreadIDsMakeNoSeat(t *testing.T) {
+	ch, s, _ := newTestChannel(t, "thread")
+	ctx := context.Background()
+	mallory := strings.ReplaceAll(string(rawMail("mal@b.test", "r@a.test", "<r@a.test>")), "a.test;", "b.test;")
+	mallory = strings.ReplaceAll(mallory, "=a.test", "=b.test")
+	for _, m := range [][]byte{rawMail("al@a.test", "r@a.test", ""), []byte(mallory)} {
+		if err := ch.Handle(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.posted) != 2 || s.posted[0].ChatJID == s.posted[1].ChatJID || s.posted[1].Sender != "mal@b.test" {
+		t.Fatalf("posted %+v", s.posted)
+	}
+	th, ok, err := ch.state.thread(s.posted[0].ChatJID, "r@a.test")
+	if err != nil || !ok || th.From != "al@a.test" {
+		t.Fatalf("alice's thread record %+v %v %v", th, ok, err)
 	}
 }
 

@@ -9,11 +9,12 @@ import (
 	"strings"
 )
 
-// saveFiles writes a mail's attachments under mail/<id>/ in the folder's
+// saveFiles writes a mail's attachments under mail/<hash of chat and
+// Message-ID>/ in the folder's
 // home and returns the lines that tell the agent where they are. The home
 // is opened as an os.Root, so a symlink the agent left there cannot send
 // a write outside it; a file over the limit is named but not written.
-func (c *Channel) saveFiles(folder string, m Inbound) string {
+func (c *Channel) saveFiles(folder, chat string, m Inbound) string {
 	lines := []string{"Attachments:"}
 	home, err := c.o.Home(folder)
 	if err != nil {
@@ -26,7 +27,7 @@ func (c *Channel) saveFiles(folder string, m Inbound) string {
 		return "Attachments: not saved (the folder's home is unavailable)"
 	}
 	defer root.Close()
-	dir := path.Join("mail", key(m.MessageID)[:16])
+	dir := path.Join("mail", key(chat + "\n" + m.MessageID)[:16])
 	if err := root.MkdirAll(dir, 0o750); err != nil {
 		c.log.Error("attachments not saved", "folder", folder, "dir", dir, "err", err)
 		return "Attachments: not saved (" + err.Error() + ")"

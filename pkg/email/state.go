@@ -15,7 +15,7 @@ import (
 // record or the new one:
 //
 //	cursor.json        the mailbox's UIDVALIDITY and the last UID handled
-//	mail/<hash>.json   a posted mail's thread: who to answer, the subject, its references
+//	mail/<hash>.json   a posted mail's thread (by chat and Message-ID): who to answer, the subject, its references
 //	chat/<hash>.json   a chat's newest mail, for replies that name no mail
 //	sent/<id>.json     the Message-ID an outbound message went out with
 type state struct{ dir string }
@@ -57,9 +57,11 @@ func (s *state) cursor() (cursor, error) {
 
 func (s *state) setCursor(c cursor) error { return s.write("cursor.json", c) }
 
-func (s *state) thread(messageID string) (thread, bool, error) {
+// thread is the record of one mail in one chat: a Message-ID is the
+// sender's to choose, so it names a record only together with the chat.
+func (s *state) thread(chat, messageID string) (thread, bool, error) {
 	var t thread
-	ok, err := s.read(filepath.Join("mail", key(messageID)+".json"), &t)
+	ok, err := s.read(filepath.Join("mail", key(chat+"\n"+messageID)+".json"), &t)
 	return t, ok, err
 }
 
@@ -68,11 +70,11 @@ func (s *state) chatThread(chat string) (thread, bool, error) {
 	if ok, err := s.read(filepath.Join("chat", key(chat)+".json"), &id); !ok || err != nil {
 		return thread{}, false, err
 	}
-	return s.thread(id)
+	return s.thread(chat, id)
 }
 
 func (s *state) putThread(t thread) error {
-	if err := s.write(filepath.Join("mail", key(t.MessageID)+".json"), t); err != nil {
+	if err := s.write(filepath.Join("mail", key(t.Chat+"\n"+t.MessageID)+".json"), t); err != nil {
 		return err
 	}
 	return s.write(filepath.Join("chat", key(t.Chat)+".json"), t.MessageID)
