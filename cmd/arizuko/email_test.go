@@ -36,9 +36,15 @@ type mailEnv struct {
 	at time.Time
 }
 
-func newMailEnv(t *testing.T, maxAttachment int64) *mailEnv {
+// newMailEnv starts it; noIdle takes IDLE out of dovecot's capabilities
+// and has the channel poll every second.
+func newMailEnv(t *testing.T, maxAttachment int64, noIdle bool) *mailEnv {
 	t.Helper()
-	s := mailtest.Start(t, mailtest.Options{
+	poll := 5 * time.Minute // long, so a mail that arrives fast arrived by IDLE
+	if noIdle {
+		poll = time.Second
+	}
+	s := mailtest.Start(t, mailtest.Options{NoIdle: noIdle,
 		Users: []string{agentAddr, aliceAddr, "mallory@evil.test"},
 		Verdicts: map[string]string{
 			"good.test": goodStamp,
@@ -63,9 +69,7 @@ func newMailEnv(t *testing.T, maxAttachment int64) *mailEnv {
 		IMAP: s.IMAP, IMAPTLS: "none", IMAPPasswordFile: pw,
 		// Replies go through submission, which wants AUTH as the agent.
 		SMTP: s.Submission, SMTPTLS: "none", SMTPUser: agentAddr, SMTPPasswordFile: pw,
-		AuthservID: mailtest.AuthservID, MaxAttachment: maxAttachment,
-		// Long, so a mail that arrives fast arrived by IDLE.
-		Poll: config.Duration{Duration: 5 * time.Minute}}}
+		AuthservID: mailtest.AuthservID, MaxAttachment: maxAttachment, Poll: config.Duration{Duration: poll}}}
 	_, stopTurns, err := startTurns(context.Background(), tc, e.L, "0123456789abcdef0123", "")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +111,7 @@ func body(t *testing.T, m *mail.Message) string {
 // chat. A forged sender, an auto-reply and a bounce are refused, audited
 // and never answered.
 func TestEmailRoundTrip(t *testing.T) {
-	m := newMailEnv(t, 64)
+	m := newMailEnv(t, 64, false)
 	ctx := context.Background()
 
 	m.send(t, aliceAddr, `From: Alice <alice@good.test>
@@ -259,7 +263,7 @@ third
 // which answers the newest, so the check is one answer per turn and the
 // newest mail answered.
 func TestEmailIMAPRestartMidIdle(t *testing.T) {
-	m := newMailEnv(t, 1<<20)
+	m := newMailEnv(t, 1<<20, false)
 	ctx := context.Background()
 	mailN := func(i int) string {
 		return fmt.Sprintf("From: alice@good.test\nTo: agent@agent.test\nSubject: n%d\nMessage-ID: <n%d@good.test>\n\nnumber %d\n", i, i, i)
@@ -310,6 +314,17 @@ func TestEmailIMAPRestartMidIdle(t *testing.T) {
 		if err != nil || in != 1 {
 			t.Errorf("%s posted %d times: %v", id, in, err)
 		}
+	}
+}
+
+// A server without IDLE is polled: mail still gets its answer.
+func TestEmailPollWithoutIdle(t *testing.T) {
+	m := newMailEnv(t, 1<<20, true)
+	m.send(t, aliceAddr, "From: alice@good.test\nTo: agent@agent.test\nSubject: poll\nMessage-ID: <p1@good.test>\n\npolled\n")
+	r := m.replies(t, 1)[0]
+	t.Logf("mail -> reply round trip, polling every second: %s", time.Since(m.at))
+	if r.Header.Get("In-Reply-To") != "<p1@good.test>" || !strings.Contains(body(t, r), "echo: Subject: poll") {
+		t.Fatalf("reply %v", r.Header)
 	}
 }
 

@@ -165,6 +165,9 @@ service auth {
   }
 }
 `, s.dir, s.imapPort, mailUID)
+	if o.NoIdle {
+		conf += "imap_capability = IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE LITERAL+ UIDPLUS\n"
+	}
 	var users strings.Builder
 	for _, u := range o.Users {
 		fmt.Fprintf(&users, "%s:{PLAIN}%s\n", u, Password)

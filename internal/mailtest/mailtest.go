@@ -50,6 +50,9 @@ type Options struct {
 	// list postfix stamps on its mail, e.g. "spf=pass smtp.mailfrom=a.test".
 	// A sender without a row gets no stamp.
 	Verdicts map[string]string
+	// NoIdle has dovecot leave IDLE out of its capabilities, as a server
+	// without it would.
+	NoIdle bool
 }
 
 // Server is one running postfix and dovecot.

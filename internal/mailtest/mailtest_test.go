@@ -2,6 +2,7 @@ package mailtest
 
 import (
 	"net/smtp"
+	"net/textproto"
 	"strings"
 	"testing"
 	"time"
@@ -35,4 +36,35 @@ func TestMailInStamped(t *testing.T) {
 
 	s.StopIMAP(t)
 	s.StartIMAP(t)
+}
+
+// NoIdle's dovecot leaves IDLE out of what it offers after login.
+func TestNoIdle(t *testing.T) {
+	for _, noIdle := range []bool{false, true} {
+		s := Start(t, Options{Users: []string{"bob@b.test"}, NoIdle: noIdle})
+		c, err := textproto.Dial("tcp", s.IMAP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.ReadLine()
+		c.PrintfLine("a LOGIN bob@b.test %s", Password)
+		c.PrintfLine("b CAPABILITY")
+		var caps string
+		for {
+			l, err := c.ReadLine()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasPrefix(l, "* CAPABILITY") {
+				caps = l
+			}
+			if strings.HasPrefix(l, "b ") {
+				break
+			}
+		}
+		c.Close()
+		if strings.Contains(caps, " IDLE") == noIdle {
+			t.Errorf("NoIdle %v: %s", noIdle, caps)
+		}
+	}
 }

@@ -67,6 +67,9 @@ func (c *Channel) Handle(ctx context.Context, raw []byte) error {
 		return c.refuse(ctx, "?", "unreadable mail: "+err.Error())
 	}
 	from := strings.ToLower(m.Header.Get("From"))
+	if l, err := m.Header.AddressList("From"); err == nil && len(l) == 1 {
+		from = strings.ToLower(l[0].Address)
+	}
 	if reason := Automatic(m.Header, c.cfg.Address); reason != "" {
 		return c.refuse(ctx, from, "not answered: "+reason)
 	}
