@@ -330,3 +330,21 @@ func TestEmailPollWithoutIdle(t *testing.T) {
 
 // emailKey is the thread part of the name of alice's chat in a thread.
 func emailKey(rootID string) string { return email.ThreadKey(aliceAddr, rootID) }
+
+// An email setting that cannot work stops `arizuko serve`, naming the key.
+func TestServeRefusesBadEmailSettings(t *testing.T) {
+	for _, c := range []struct{ conf, want string }{
+		{`address = "agent@example.org"` + "\n" + `imap = "imap.example.org:993"` + "\n" + `smtp = "smtp.example.org:25"` + "\n" +
+			`smtp_tls = "none"` + "\n" + `authserv_id = "mx.example.org"`, "email.smtp_tls: none sends the password in clear text"},
+		{`address = "agent@example.org"` + "\n" + `imap = "imap.example.org:993"` + "\n" + `smtp = "smtp.example.org:465"`, "email.authserv_id: empty"},
+	} {
+		data, e := initData(t)
+		if err := os.WriteFile(filepath.Join(data, "arizuko.toml"), []byte("[email]\nenabled = true\n"+c.conf+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := serveRefusal(t, e)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("serve: %v\n%s\nwant %q", err, out, c.want)
+		}
+	}
+}
