@@ -139,8 +139,8 @@ func (c *Channel) refuse(ctx context.Context, from, reason string) error {
 	return nil
 }
 
-// ErrNoThread is an outbound message the channel cannot address: no mail
-// of its chat was seen.
+// ErrNoThread is an outbound message the channel will not address: no
+// verified mail of its chat was seen.
 var ErrNoThread = errors.New("no mail to answer in this chat")
 
 // Send mails one outbound message as a reply in its thread; a repeat of
@@ -157,11 +157,10 @@ func (c *Channel) Send(ctx context.Context, id int64, chat, text, replyTo string
 		return err
 	}
 	if !ok {
-		addr, perSender := strings.CutPrefix(chat, Platform+":")
-		if !perSender || !strings.Contains(addr, "@") || strings.HasPrefix(addr, "thread-") {
-			return fmt.Errorf("chat %s: %w", chat, ErrNoThread)
-		}
-		t = thread{From: addr, Subject: "Message from " + c.cfg.Address, Chat: chat}
+		// Only people who wrote first are mailed: a route that sends every
+		// email chat to a folder would otherwise let its agent name any
+		// address as a chat and mail it.
+		return fmt.Errorf("chat %s: %w", chat, ErrNoThread)
 	}
 	_, domain, _ := strings.Cut(c.cfg.Address, "@")
 	mid := fmt.Sprintf("arizuko-%d-%s@%s", id, key(fmt.Sprint(id, chat, text))[:12], domain)

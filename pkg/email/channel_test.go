@@ -100,12 +100,17 @@ func TestQuotedThreadIDsMakeNoSeat(t *testing.T) {
 	}
 }
 
-// An outbound message of a chat the channel never saw mail in is refused,
-// so the daemon retries it rather than marking it sent.
+// An outbound message of a chat the channel never saw verified mail in is
+// refused (the daemon retries it, then marks it failed), so an agent that
+// names any address as a chat mails no one.
 func TestSendWithoutThreadRefused(t *testing.T) {
-	ch, _, _ := newTestChannel(t, "thread")
-	if err := ch.Send(context.Background(), 1, "email:thread-abc", "hi", ""); !errors.Is(err, ErrNoThread) {
-		t.Fatalf("Send = %v, want ErrNoThread", err)
+	for _, by := range []string{"thread", "sender"} {
+		ch, _, _ := newTestChannel(t, by)
+		for _, chat := range []string{"email:thread-abc", "email:victim@b.test"} {
+			if err := ch.Send(context.Background(), 1, chat, "hi", ""); !errors.Is(err, ErrNoThread) {
+				t.Errorf("chat_by %s: Send to %s = %v, want ErrNoThread", by, chat, err)
+			}
+		}
 	}
 }
 

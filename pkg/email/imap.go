@@ -80,15 +80,21 @@ func (c *Channel) session(ctx context.Context) (idled bool, err error) {
 	// The channel logs what ends a session; the client's own log would
 	// repeat it for every connection closed on purpose.
 	cl.ErrorLog = log.New(io.Discard, "", 0)
+	// It runs until the connection is gone: the client's reader may still
+	// deliver an update while the session winds down.
 	go func() {
-		for range updates {
+		for {
 			select {
-			case changed <- struct{}{}:
-			default:
+			case <-updates:
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			case <-cl.LoggedOut():
+				return
 			}
 		}
 	}()
-	defer close(updates)
 	defer cl.Logout()
 	stopped := context.AfterFunc(ctx, func() { cl.Terminate() })
 	defer stopped()
