@@ -3,6 +3,8 @@ package email
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -25,13 +27,17 @@ func (s *sink) PostMessage(_ context.Context, in service.MessageIn) (service.Ing
 
 func newTestChannel(t *testing.T, chatBy string) (*Channel, *sink, *[]acl.Decision) {
 	t.Helper()
+	return newTestChannelIn(t, chatBy, t.TempDir())
+}
+
+func newTestChannelIn(t *testing.T, chatBy, home string) (*Channel, *sink, *[]acl.Decision) {
+	t.Helper()
 	s, audit := &sink{}, &[]acl.Decision{}
 	cfg := Config{Address: "agent@own.test", IMAP: "127.0.0.1:1", IMAPTLS: "none", SMTP: "127.0.0.1:1", SMTPTLS: "none",
 		AuthservID: "mx.test", ChatBy: chatBy, MaxAttachment: 8}
 	if err := cfg.Check(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
-	home := t.TempDir()
 	c, err := New(Options{Config: cfg, Sink: s, Home: func(string) (string, error) { return home, nil },
 		Audit: func(_ context.Context, d acl.Decision) error { *audit = append(*audit, d); return nil }})
 	if err != nil {
@@ -138,5 +144,26 @@ func TestConfigCheckNamesTheKey(t *testing.T) {
 	cfg := good
 	if err := cfg.Check("/data"); err != nil || cfg.ChatBy != "thread" || len(cfg.Require) != 3 || cfg.StateDir != "/data/email" {
 		t.Fatalf("defaults: %+v %v", cfg, err)
+	}
+}
+
+// A symlink the agent left in its home cannot send an attachment outside it.
+func TestAttachmentStaysInHome(t *testing.T) {
+	home, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(home, "mail")); err != nil {
+		t.Fatal(err)
+	}
+	ch, s, _ := newTestChannelIn(t, "thread", home)
+	m := strings.Replace(string(rawMail("al@a.test", "f@a.test", "")), "\r\nbody\r\n",
+		"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n--B\r\nContent-Type: text/plain\r\n\r\nhi\r\n"+
+			"--B\r\nContent-Disposition: attachment; filename=x.txt\r\n\r\nsmall\r\n--B--\r\n", 1)
+	if err := ch.Handle(context.Background(), []byte(m)); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("attachment written through the symlink: %v", ents)
+	}
+	if len(s.posted) != 1 || !strings.Contains(s.posted[0].Text, "Attachments: not saved") {
+		t.Fatalf("posted %+v", s.posted)
 	}
 }
