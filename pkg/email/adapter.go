@@ -15,11 +15,27 @@ import (
 // each outbound message of platform email to <callback>/send, where the
 // callback's path is /<secret>, so no other local process can have the
 // channel send mail. A 2xx answer marks the message sent; anything else
-// is retried by the daemon.
+// is retried by the daemon. Typing hints are taken and dropped, and an
+// edit is refused for good (410).
 func (c *Channel) Handler(secret string) http.Handler {
-	want := "/" + secret + "/send"
+	prefix := "/" + secret + "/"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || subtle.ConstantTimeCompare([]byte(r.URL.Path), []byte(want)) != 1 {
+		path := r.URL.Path
+		if r.Method != http.MethodPost || len(path) < len(prefix) || subtle.ConstantTimeCompare([]byte(path[:len(prefix)]), []byte(prefix)) != 1 {
+			http.NotFound(w, r)
+			return
+		}
+		switch path[len(prefix):] {
+		case "send":
+		case "typing":
+			// Mail has no typing indicator; the hint is taken and dropped.
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case "edit":
+			// A sent mail cannot be changed: Gone, so the daemon stops trying.
+			http.Error(w, "a sent mail cannot be edited", http.StatusGone)
+			return
+		default:
 			http.NotFound(w, r)
 			return
 		}

@@ -3,6 +3,8 @@ package email
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +167,36 @@ func TestAttachmentStaysInHome(t *testing.T) {
 	}
 	if len(s.posted) != 1 || !strings.Contains(s.posted[0].Text, "Attachments: not saved") {
 		t.Fatalf("posted %+v", s.posted)
+	}
+}
+
+// The callback answers only under its secret path: a send without it, a
+// typing hint, an edit and an unknown call each get their own answer.
+func TestHandlerPaths(t *testing.T) {
+	ch, _, _ := newTestChannel(t, "thread")
+	srv := httptest.NewServer(ch.Handler("s3cret"))
+	defer srv.Close()
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "/wrong/send", `{"id":1,"chat_jid":"email:x","text":"t"}`, http.StatusNotFound},
+		{"POST", "/s3cret/send", `{"id":1,"chat_jid":"email:thread-x","text":"t"}`, http.StatusNotFound}, // no mail in that chat
+		{"POST", "/s3cret/send", `{"id":1,"chat_jid":"slack:x","text":"t"}`, http.StatusNotFound},
+		{"POST", "/s3cret/send", `{`, http.StatusBadRequest},
+		{"GET", "/s3cret/send", ``, http.StatusNotFound},
+		{"POST", "/s3cret/typing", `{"chat_jid":"email:x"}`, http.StatusNoContent},
+		{"POST", "/s3cret/edit", `{"id":2}`, http.StatusGone},
+		{"POST", "/s3cret/other", `{}`, http.StatusNotFound},
+	} {
+		req, _ := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, resp.StatusCode, c.want)
+		}
 	}
 }
