@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,8 +280,7 @@ func TestEmailIMAPRestartMidIdle(t *testing.T) {
 	m.s.StartIMAP(t)
 	// The newest mail is answered whichever turns read the two.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		rs := m.replies(t, 2)
-		if rs[len(rs)-1].Header.Get("In-Reply-To") == "<n3@good.test>" {
+		if slices.ContainsFunc(m.replies(t, 2), func(r *mail.Message) bool { return r.Header.Get("In-Reply-To") == "<n3@good.test>" }) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -157,9 +158,8 @@ func (s *Server) Mailbox(t testing.TB, user string) [][]byte {
 		m, _ := filepath.Glob(s.path("mail", domain, local, "Maildir", sub, "*"))
 		files = append(files, m...)
 	}
-	// Maildir names start with the delivery time in seconds, then a
-	// per-second sequence: good enough to order a test's few messages.
-	sort.Slice(files, func(i, j int) bool { return filepath.Base(files[i]) < filepath.Base(files[j]) })
+	// postfix names a Maildir file <seconds>.V<dev>I<inode>M<microseconds>.<host>.
+	sort.Slice(files, func(i, j int) bool { return deliveredAt(files[i]) < deliveredAt(files[j]) })
 	var out [][]byte
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -169,6 +169,17 @@ func (s *Server) Mailbox(t testing.TB, user string) [][]byte {
 		out = append(out, b)
 	}
 	return out
+}
+
+// deliveredAt is a Maildir file's delivery time in microseconds, from its name.
+func deliveredAt(path string) int64 {
+	name := filepath.Base(path)
+	sec, rest, _ := strings.Cut(name, ".")
+	_, usec, _ := strings.Cut(rest, "M")
+	usec, _, _ = strings.Cut(usec, ".")
+	s, _ := strconv.ParseInt(sec, 10, 64)
+	u, _ := strconv.ParseInt(usec, 10, 64)
+	return s*1_000_000 + u
 }
 
 // WaitMailbox waits until user's INBOX holds at least n messages and returns them.
