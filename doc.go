@@ -47,6 +47,7 @@
 //	pkg/webchat         the web chat page
 //	pkg/hook            webhooks: a POST to /hook/<token> becomes a message
 //	pkg/schedule        scheduled turns: cron firing, once per due time
+//	pkg/email           the email channel: IMAP in, SMTP replies, verified senders
 //	pkg/webdriver       the WebDriver client the web chat's browser test drives
 //
 // Inside the guest (guestfs/init, PID 1 of every guest):
@@ -60,6 +61,7 @@
 //	internal/nettest    loopback listeners, echo, TLS and DNS upstreams, busy ports, a safe buffer
 //	internal/natstest   an in-process JetStream cluster
 //	internal/pgtest     a throwaway PostgreSQL cluster
+//	internal/mailtest   throwaway postfix and dovecot on loopback ports
 //	internal/proctest   a test's own child processes (the share servers a run starts)
 //	internal/testreq    skip or fail on a missing prerequisite
 //	internal/testsum    make test's summary line

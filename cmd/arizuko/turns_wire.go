@@ -14,6 +14,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/email"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/hook"
 	"github.com/crackbox/crackbox/pkg/jail"
@@ -53,6 +54,7 @@ type TurnsConfig struct {
 
 	proxy proxy.Options // built from [proxy] by loadConfig
 	fleet FleetConfig   // [fleet] and --nats, set by serve
+	email email.Config  // [email], set by serve
 }
 
 func (tc TurnsConfig) validate() error {
@@ -199,7 +201,14 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 			return nil, nil, fmt.Errorf("web chat adapter: %w", err)
 		}
 	}
-	return core, func() { cancel(); wg.Wait(); stopFleet() }, nil
+	stopEmail, err := startEmail(ctx, tc.email, kick)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		stopFleet()
+		return nil, nil, err
+	}
+	return core, func() { stopEmail(); cancel(); wg.Wait(); stopFleet() }, nil
 }
 
 // errNoDaemon is returned by commands that need the running daemon.
