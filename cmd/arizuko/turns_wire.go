@@ -149,6 +149,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		CredentialKeys:  tc.CredentialKeys,
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
+		OnTurn:          d.TurnTyping,
 	})
 	var wg sync.WaitGroup
 	wg.Add(2)

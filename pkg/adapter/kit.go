@@ -78,6 +78,7 @@ type kit struct {
 	run  string
 	// the first send's key and platform id, for the retry and edit cases
 	firstKey, firstID string
+	ids               map[string]int64 // message id of each case's key, as the daemon numbers them
 }
 
 type kcase struct {
@@ -142,7 +143,18 @@ func (k *kit) call(ctx context.Context, path string, body []byte, s signing) (re
 func (k *kit) key(name string) string { return "conformance-" + k.run + "-" + name }
 
 func (k *kit) delivery(name string) Delivery {
-	return Delivery{ID: 1, Key: k.key(name), ChatJID: k.c.Chat, Text: "arizuko conformance check " + name + " (" + k.run + ")"}
+	return Delivery{ID: k.id(name), Key: k.key(name), ChatJID: k.c.Chat, Text: "arizuko conformance check " + name + " (" + k.run + ")"}
+}
+
+// id numbers keys as the daemon does: one id per key, a retry keeps it.
+func (k *kit) id(name string) int64 {
+	if k.ids == nil {
+		k.ids = map[string]int64{}
+	}
+	if _, ok := k.ids[name]; !ok {
+		k.ids[name] = int64(len(k.ids) + 1)
+	}
+	return k.ids[name]
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
@@ -242,7 +254,7 @@ func (k *kit) cases() []kcase {
 			if k.firstKey == "" {
 				return false, "needs the first send"
 			}
-			e := Edit{ID: 2, Key: k.key("edit"), EditOf: k.firstKey, ChatJID: k.c.Chat, Text: "edited by the conformance check"}
+			e := Edit{ID: k.id("edit"), Key: k.key("edit"), EditOf: k.firstKey, ChatJID: k.c.Chat, Text: "edited by the conformance check"}
 			r, err := k.call(ctx, PathEdit, mustJSON(e), signed)
 			if err != nil {
 				return false, "request failed: " + err.Error()
@@ -257,7 +269,7 @@ func (k *kit) cases() []kcase {
 			return true, "platform_id " + a.PlatformID
 		}},
 		{"edit: unknown message is 410", func(ctx context.Context) (bool, string) {
-			e := Edit{ID: 3, Key: k.key("edit-unknown"), EditOf: k.key("never-sent"), ChatJID: k.c.Chat, Text: "x"}
+			e := Edit{ID: k.id("edit-unknown"), Key: k.key("edit-unknown"), EditOf: k.key("never-sent"), ChatJID: k.c.Chat, Text: "x"}
 			r, err := k.call(ctx, PathEdit, mustJSON(e), signed)
 			if err != nil {
 				return false, "request failed: " + err.Error()

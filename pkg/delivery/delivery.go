@@ -48,8 +48,14 @@ type Options struct {
 
 // Deliverer is the outbound loop.
 type Deliverer struct {
-	o    Options
-	wake chan struct{}
+	o      Options
+	wake   chan struct{}
+	typing chan typingHint
+}
+
+type typingHint struct {
+	t  store.Turn
+	on bool
 }
 
 // Payload is the body of a /send call.
@@ -75,7 +81,7 @@ func New(o Options) *Deliverer {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Deliverer{o: o, wake: make(chan struct{}, 1)}
+	return &Deliverer{o: o, wake: make(chan struct{}, 1), typing: make(chan typingHint, 64)}
 }
 
 // Wake asks the loop to look for due messages now.
@@ -86,8 +92,34 @@ func (d *Deliverer) Wake() {
 	}
 }
 
+// TurnTyping queues the typing hint for turn t's chat; hints go out in
+// order on their own goroutine, and a full queue drops one rather than
+// hold up a turn.
+func (d *Deliverer) TurnTyping(t store.Turn, on bool) {
+	select {
+	case d.typing <- typingHint{t, on}:
+	default:
+	}
+}
+
 // Run delivers until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {
+	hints := make(chan struct{})
+	defer func() { <-hints }()
+	go func() {
+		defer close(hints)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case h := <-d.typing:
+				msgs, err := d.o.Store.TurnMessages(ctx, h.t)
+				if err == nil && len(msgs) > 0 {
+					d.Typing(ctx, msgs[len(msgs)-1].ChatJID, h.t.Folder, h.on)
+				}
+			}
+		}
+	}()
 	for {
 		if _, err := d.DeliverDue(ctx); err != nil && ctx.Err() == nil {
 			d.o.Log.Error("delivery pass", "err", err)
