@@ -16,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/service/servicetest"
+	"github.com/crackbox/crackbox/pkg/slackadapter/slacktest"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -25,7 +26,7 @@ const (
 )
 
 type rig struct {
-	slack *fakeSlack
+	slack *slacktest.Server
 	st    *store.Store
 	srv   *httptest.Server // the adapter
 }
@@ -41,8 +42,8 @@ func newRig(t *testing.T) *rig {
 	}
 	daemon := httptest.NewServer(api.NewServer(e.L, nil).WithTokens(e.L))
 	t.Cleanup(daemon.Close)
-	f := newFakeSlack(t)
-	a, err := New(context.Background(), Options{SigningSecret: signing, BotToken: f.token, APIURL: f.URL(), Secret: contract,
+	f := slacktest.New(t)
+	a, err := New(context.Background(), Options{SigningSecret: signing, BotToken: f.Token, APIURL: f.URL(), Secret: contract,
 		Post: PostTo(daemon.URL, tok.Secret, http.DefaultClient), MaxWait: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func (r *rig) event(t *testing.T, body string, secret string, ts time.Time, hdr 
 	req.Header.Set("Content-Type", "application/json")
 	if secret != "" {
 		req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(ts.Unix(), 10))
-		req.Header.Set("X-Slack-Signature", slackSign(secret, ts.Unix(), []byte(body)))
+		req.Header.Set("X-Slack-Signature", slacktest.Sign(secret, ts.Unix(), []byte(body)))
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
@@ -163,7 +164,7 @@ func TestContractOutbound(t *testing.T) {
 		t.Fatalf("the slack adapter fails the conformance kit:\n%s", table.String())
 	}
 	t.Logf("slack adapter conformance:\n%s", table.String())
-	posts, updates, _ := r.slack.sent()
+	posts, updates, _ := r.slack.Sent()
 	if len(posts) != 3 {
 		t.Fatalf("Slack got %d posts, want 3 (first, second, attachment; the retry none): %+v", len(posts), posts)
 	}
@@ -180,11 +181,9 @@ func TestContractOutbound(t *testing.T) {
 	}
 
 	// A 429 is waited out for its Retry-After, then posted once.
-	r.slack.mu.Lock()
-	r.slack.limit = 1
-	r.slack.mu.Unlock()
+	r.slack.Limit(1)
 	code, a := r.signedCall(t, adapter.PathSend, adapter.Delivery{ID: 50, Key: "k-429", ChatJID: chat, Text: "after the limit"})
-	posts, _, tries := r.slack.sent()
+	posts, _, tries := r.slack.Sent()
 	if code != 200 || a.PlatformID != "C1/"+posts[len(posts)-1].TS || posts[len(posts)-1].Text != "after the limit" {
 		t.Fatalf("rate-limited send: %d %+v, last post %+v", code, a, posts[len(posts)-1])
 	}
@@ -192,16 +191,12 @@ func TestContractOutbound(t *testing.T) {
 		t.Fatalf("retried %s after a 429 with Retry-After: 1", gap)
 	}
 	// A Retry-After longer than the adapter waits goes back to the daemon.
-	r.slack.mu.Lock()
-	r.slack.limit = 5
-	r.slack.mu.Unlock()
+	r.slack.Limit(5)
 	code, _ = r.signedCall(t, adapter.PathSend, adapter.Delivery{ID: 51, Key: "k-429-long", ChatJID: chat, Text: "x"})
 	if code != http.StatusTooManyRequests {
 		t.Fatalf("a lasting limit answered %d, want 429", code)
 	}
-	r.slack.mu.Lock()
-	r.slack.limit = 0
-	r.slack.mu.Unlock()
+	r.slack.Limit(0)
 	// A channel Slack does not know is 410: the daemon gives up at once.
 	if code, _ := r.signedCall(t, adapter.PathSend, adapter.Delivery{ID: 52, Key: "k-gone", ChatJID: "slack:CGONE/1.0", Text: "x"}); code != http.StatusGone {
 		t.Fatalf("channel_not_found answered %d, want 410", code)
