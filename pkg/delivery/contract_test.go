@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,10 +65,9 @@ func TestDeliveryLostAnswerSendsOnce(t *testing.T) {
 		posted = append(posted, d.Key)
 		return "p1", nil
 	}}
-	calls := 0
+	var calls atomic.Int32
 	lossy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls++
-		if calls == 1 {
+		if calls.Add(1) == 1 {
 			// The adapter sends, then the answer never reaches the daemon.
 			h.ServeHTTP(httptest.NewRecorder(), r)
 			conn, _, _ := w.(http.Hijacker).Hijack()
@@ -81,6 +81,8 @@ func TestDeliveryLostAnswerSendsOnce(t *testing.T) {
 	if got.Status != "sent" || got.Attempts != 2 {
 		t.Fatalf("message %s after %d attempts, want sent after 2", got.Status, got.Attempts)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(posted) != 1 || posted[0] != adapter.KeyOf(o.ID) {
 		t.Fatalf("the platform got %q, want one message keyed %q", posted, adapter.KeyOf(o.ID))
 	}
@@ -89,11 +91,14 @@ func TestDeliveryLostAnswerSendsOnce(t *testing.T) {
 // A 429 holds the next attempt back for its Retry-After, far past the
 // backoff; a 410 fails the message at once.
 func TestDeliveryHonoursRetryAfterAndGone(t *testing.T) {
+	var mu sync.Mutex
 	var at []time.Time
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := adapter.Verify(r.Header, "s3cret", time.Now(), nil); err == nil {
 			t.Errorf("an empty body verified: the signature does not cover the body")
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		at = append(at, time.Now())
 		if len(at) == 1 {
 			w.Header().Set("Retry-After", "1")
@@ -104,6 +109,8 @@ func TestDeliveryHonoursRetryAfterAndGone(t *testing.T) {
 	})
 	st, d, o := contractRig(t, h)
 	got := deliverUntil(t, st, d, o.ID, 5*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
 	if got.Status != "sent" || len(at) != 2 {
 		t.Fatalf("message %s after %d calls, want sent after 2", got.Status, len(at))
 	}
@@ -111,14 +118,14 @@ func TestDeliveryHonoursRetryAfterAndGone(t *testing.T) {
 		t.Fatalf("retried %s after a 429 with Retry-After: 1", gap)
 	}
 
-	gone := 0
+	var gone atomic.Int32
 	st, d, o = contractRig(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gone++
+		gone.Add(1)
 		w.WriteHeader(http.StatusGone)
 	}))
 	got = deliverUntil(t, st, d, o.ID, 5*time.Second)
-	if got.Status != "failed" || gone != 1 {
-		t.Fatalf("a 410 left the message %s after %d calls, want failed after 1", got.Status, gone)
+	if got.Status != "failed" || gone.Load() != 1 {
+		t.Fatalf("a 410 left the message %s after %d calls, want failed after 1", got.Status, gone.Load())
 	}
 }
 
@@ -151,7 +158,10 @@ func TestDeliverySignsAndEdits(t *testing.T) {
 		t.Fatalf("edit: %s, edit_of %d", got.Status, got.EditOf)
 	}
 	want := "p-" + adapter.KeyOf(o.ID) + "=hello, edited"
-	if len(calls) != 1 || calls[0].body != want {
+	mu.Lock()
+	n := len(calls)
+	mu.Unlock()
+	if n != 1 || calls[0].body != want {
 		t.Fatalf("edits %+v, want one replacing %s", calls, want)
 	}
 
