@@ -70,7 +70,7 @@ type chatSession struct {
 
 	mu        sync.Mutex
 	typing    bool
-	announced bool // without a terminal, say "typing" once per line sent
+	announced bool        // without a terminal, say "typing" once per line sent
 	replies   chan string // texts the daemon delivered
 }
 

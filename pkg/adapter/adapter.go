@@ -88,4 +88,6 @@ var (
 // Retry-After and tries again no sooner.
 type RateLimited struct{ RetryAfterSeconds int }
 
-func (e *RateLimited) Error() string { return "rate limited, retry after " + strconv.Itoa(e.RetryAfterSeconds) + "s" }
+func (e *RateLimited) Error() string {
+	return "rate limited, retry after " + strconv.Itoa(e.RetryAfterSeconds) + "s"
+}

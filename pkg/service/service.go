@@ -8,8 +8,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )

@@ -38,9 +38,9 @@ var assets embed.FS
 
 // Chat serves the web chat over a Local service.
 type Chat struct {
-	l      *service.Local
-	st     *store.Store
-	post   func(context.Context, service.MessageIn) (service.Ingest, error)
+	l       *service.Local
+	st      *store.Store
+	post    func(context.Context, service.MessageIn) (service.Ingest, error)
 	secret  string
 	handler *adapter.Handler
 	poll    time.Duration
@@ -97,7 +97,9 @@ func (c *Chat) Attach(ctx context.Context, base string) error {
 // the stored message's.
 func (c *Chat) adapter() *adapter.Handler {
 	return &adapter.Handler{Secret: c.secret,
-		Send:   func(_ context.Context, d adapter.Delivery) (string, error) { return fmt.Sprintf("%s:%d", Platform, d.ID), nil },
+		Send: func(_ context.Context, d adapter.Delivery) (string, error) {
+			return fmt.Sprintf("%s:%d", Platform, d.ID), nil
+		},
 		Edit:   func(context.Context, adapter.Edit, string) error { return nil },
 		Typing: func(context.Context, adapter.Typing) error { return nil },
 	}
