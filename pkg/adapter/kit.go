@@ -21,6 +21,8 @@ type KitConfig struct {
 	Secret string // the signing secret it was registered with
 	Chat   string // a chat jid the adapter carries
 	Client *http.Client
+	// Inbox, when set, adds the inbound case: the adapter posts to it.
+	Inbox *Inbox
 }
 
 // Result is one conformance case.
@@ -41,7 +43,11 @@ func Check(ctx context.Context, c KitConfig) ([]Result, error) {
 	}
 	k := &kit{c: c, base: strings.TrimRight(c.URL, "/"), run: runID()}
 	var out []Result
-	for _, tc := range k.cases() {
+	cases := k.cases()
+	if c.Inbox != nil {
+		cases = append(cases, kcase{"inbound: a redelivered message has one key", k.inboundCase})
+	}
+	for _, tc := range cases {
 		pass, detail := tc.fn(ctx)
 		out = append(out, Result{Case: tc.name, Pass: pass, Detail: detail})
 	}

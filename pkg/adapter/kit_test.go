@@ -209,3 +209,63 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// inboundAdapter is a platform bridge that posts each platform message to
+// the daemon; keyed says how it keys the post.
+func inboundCheck(t *testing.T, keyed func(platformID string, n int) string) []Result {
+	t.Helper()
+	inbox := &Inbox{}
+	daemon := httptest.NewServer(inbox)
+	defer daemon.Close()
+	n := 0
+	inbox.Trigger = func(ctx context.Context, text string) error {
+		for range 2 { // the platform delivers the message twice
+			n++
+			body, _ := json.Marshal(map[string]string{"chat_jid": "test:chat", "text": text})
+			req, _ := http.NewRequestWithContext(ctx, "POST", daemon.URL+"/v1/messages", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer azk_test")
+			if k := keyed("msg-77", n); k != "" {
+				req.Header.Set(HeaderIdempotency, k)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+		}
+		return nil
+	}
+	p := &platform{}
+	srv := httptest.NewServer(conforming(p, "s"))
+	defer srv.Close()
+	rs, err := Check(context.Background(), KitConfig{URL: srv.URL, Secret: "s", Chat: "test:chat", Inbox: inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// The inbound case passes an adapter that keys a message by the platform's
+// id and fails one that sends no key or a fresh key per delivery.
+func TestKitInbound(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		keyed func(string, int) string
+		pass  bool
+	}{
+		{"keyed by platform id", func(id string, _ int) string { return id }, true},
+		{"no key", func(string, int) string { return "" }, false},
+		{"a fresh key per delivery", func(id string, n int) string { return fmt.Sprintf("%s-%d", id, n) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := inboundCheck(t, tc.keyed)
+			last := rs[len(rs)-1]
+			if last.Case != "inbound: a redelivered message has one key" || last.Pass != tc.pass {
+				t.Fatalf("inbound case %+v, want pass=%v", last, tc.pass)
+			}
+			if Passed(rs) != tc.pass {
+				t.Fatalf("Passed = %v with %+v", Passed(rs), rs)
+			}
+		})
+	}
+}

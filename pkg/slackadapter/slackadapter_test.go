@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -164,6 +165,38 @@ func TestContractOutbound(t *testing.T) {
 		t.Fatalf("the slack adapter fails the conformance kit:\n%s", table.String())
 	}
 	t.Logf("slack adapter conformance:\n%s", table.String())
+	// The inbound half: the adapter, pointed at the kit's inbox, posts a
+	// message Slack delivers twice under one key.
+	inbox := &adapter.Inbox{}
+	daemon := httptest.NewServer(inbox)
+	defer daemon.Close()
+	f := slacktest.New(t)
+	sa, err := New(context.Background(), Options{SigningSecret: signing, BotToken: f.Token, APIURL: f.URL(), Secret: contract,
+		Post: PostTo(daemon.URL, "azk_test", http.DefaultClient)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &rig{srv: httptest.NewServer(sa.Handler())}
+	defer in.srv.Close()
+	inbox.Trigger = func(ctx context.Context, text string) error {
+		body := message(`"user":"U1","text":"` + text + `","ts":"1700000009.000100"`)
+		for range 2 {
+			if code, _ := in.event(t, body, signing, time.Now()); code != 200 {
+				return fmt.Errorf("event answered %d", code)
+			}
+		}
+		return nil
+	}
+	rs, err = adapter.Check(context.Background(), adapter.KitConfig{URL: in.srv.URL + PathContract, Secret: contract, Chat: chat, Inbox: inbox})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rs[len(rs)-1]; !adapter.Passed(rs) || !strings.HasPrefix(last.Case, "inbound:") {
+		table.Reset()
+		adapter.PrintTable(&table, rs)
+		t.Fatalf("the slack adapter fails the kit's inbound case:\n%s", table.String())
+	}
+
 	posts, updates, _ := r.slack.Sent()
 	if len(posts) != 3 {
 		t.Fatalf("Slack got %d posts, want 3 (first, second, attachment; the retry none): %+v", len(posts), posts)
