@@ -60,6 +60,7 @@ type chatSession struct {
 
 	since    int64 // the folder's newest turn when the session began
 	undeliv  int   // messages that reached no folder
+	lines    int   // lines posted, numbering their idempotency keys
 	lastSent int64 // id of the newest message posted that a turn must answer
 	answered bool  // a reply or notice arrived since the last line was posted
 	// queue holds piped lines not yet posted: without a terminal each line
@@ -230,7 +231,16 @@ func (c *chatSession) post(ctx context.Context, line string) bool {
 	var ing service.Ingest
 	in := c.msg
 	in.ChatJID, in.Text, in.Sender, in.Platform, in.Adapter = c.chat, line, c.sender, chatPlatform, c.platform
-	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
+	// Each line's key is the session's adapter and its number: a POST
+	// whose answer was lost is sent again and stored once.
+	c.lines++
+	in.PlatformID = fmt.Sprintf("%s.%d", c.platform, c.lines)
+	err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing)
+	for try := 1; try < 3 && err != nil && !isAPIError(err) && ctx.Err() == nil; try++ {
+		time.Sleep(time.Duration(try) * c.poll)
+		err = daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing)
+	}
+	if err != nil {
 		fmt.Fprintf(c.status, "not sent: %v\n", err)
 		c.undeliv++
 		return false
@@ -248,6 +258,13 @@ func (c *chatSession) post(ctx context.Context, line string) bool {
 	}
 	c.lastSent = max(c.lastSent, ing.Message.ID)
 	return true
+}
+
+// isAPIError is an answer of the daemon (a refusal, not a lost request),
+// which sending again would not change.
+func isAPIError(err error) bool {
+	var se *service.Error
+	return errors.As(err, &se)
 }
 
 // busy reports whether what was sent is still unanswered: no turn has
