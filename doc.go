@@ -44,6 +44,9 @@
 //	pkg/dispatch        turns as JetStream work items for runner hosts, folder leases
 //	pkg/gated           the per-folder MCP server
 //	pkg/delivery        outbound delivery
+//	pkg/adapter         the adapter contract: wire types, signature, handler, conformance kit
+//	pkg/slackadapter    the Slack adapter (Events API in, chat.postMessage out)
+//	pkg/slackadapter/slacktest  a loopback stand-in for the Slack Web API it uses
 //	pkg/webchat         the web chat page
 //	pkg/hook            webhooks: a POST to /hook/<token> becomes a message
 //	pkg/schedule        scheduled turns: cron firing, once per due time

@@ -23,6 +23,11 @@ arizuko serve --data /var/lib/arizuko --log-level debug
 arizuko serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222`,
 	"arizuko runner": `arizuko token add kvm-host-1 --kind runner
 arizuko runner --nats nats://n1:4222,nats://n2:4222 --server https://arizuko.internal:7480 --token azk_… --capacity 4 --label kvm=true`,
+	"arizuko adapter": `arizuko adapter test http://127.0.0.1:7490/arizuko --secret "$SECRET" --chat slack:C0123/1700000000.000100
+SLACK_SIGNING_SECRET=… SLACK_BOT_TOKEN=xoxb-… arizuko adapter slack --listen 127.0.0.1:7490`,
+	"arizuko adapter test": `ARIZUKO_ADAPTER_SECRET=… arizuko adapter test http://127.0.0.1:7490/arizuko --chat slack:C0123/1700000000.000100`,
+	"arizuko adapter slack": `SLACK_SIGNING_SECRET=… SLACK_BOT_TOKEN=xoxb-… arizuko adapter slack --listen 127.0.0.1:7490
+arizuko adapter slack --listen 0.0.0.0:7490 --callback http://slack-adapter.internal:7490   # the daemon elsewhere`,
 	"arizuko chat": `arizuko chat demo
 arizuko chat corp/eng --topic release`,
 	"arizuko folder": `arizuko folder add demo --agent "python3 /home/node/agent.py"

@@ -47,7 +47,7 @@ var tenancyTable = []tenancyRow{
 	{"GET /openapi.yaml", "/openapi.yaml", "", any_, any_, any_, any_},
 	{"GET /", "/", "", any_, any_, any_, any_},
 	{"GET /webchat/{file}", "/webchat/app.js", "", any_, any_, any_, any_},
-	{"POST /webchat/hook/{secret}/send", "/webchat/hook/guess/send", `{}`, any_, any_, any_, any_},
+	{"POST /webchat/hook/{secret}/{op}", "/webchat/hook/guess/send", `{}`, any_, any_, any_, any_},
 	{"POST /v1/messages", "/v1/messages", `{"chat_jid":"web:acme","text":"from {who}"}`, deny, deny, ok, ok},
 	{"GET /v1/messages", "/v1/messages?chat=web:acme", "", ok, mine, mine, ok},
 	{"POST /v1/resolve", "/v1/resolve", `{"chat_jid":"slack:A1","platform":"slack","text":"x"}`, ok, deny, deny, ok},

@@ -164,6 +164,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		CredentialKeys:  tc.CredentialKeys,
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
+		OnTurn:          d.TurnTyping,
 	})
 	sched := &schedule.Scheduler{Store: st, Claim: claims}
 	kick := kickingService{l, q, d, sched}

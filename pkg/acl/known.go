@@ -24,7 +24,7 @@ var Actions = []string{
 	"secret:read", "secret:rm", "secret:rotate", "secret:set",
 	"token:add", "token:read", "token:rm",
 	"turn:read",
-	"mcp:add_route", "mcp:delegate_group", "mcp:delete_route", "mcp:escalate_group", "mcp:fork_topic",
+	"mcp:add_route", "mcp:delegate_group", "mcp:delete_route", "mcp:edit_message", "mcp:escalate_group", "mcp:fork_topic",
 	"mcp:list_routes", "mcp:network_allow", "mcp:network_deny", "mcp:network_list", "mcp:observe_group",
 	"mcp:register_group", "mcp:reply", "mcp:schedule_task", "mcp:send", "mcp:submit_turn", "mcp:unobserve_group",
 }

@@ -27,7 +27,7 @@ type handler struct {
 
 // Tools lists every tool name the server knows, in registration order.
 var Tools = []string{
-	"reply", "send", "delegate_group", "escalate_group", "observe_group", "unobserve_group",
+	"reply", "send", "edit_message", "delegate_group", "escalate_group", "observe_group", "unobserve_group",
 	"register_group", "fork_topic", "network_allow", "network_deny", "network_list",
 	"list_routes", "add_route", "delete_route", "submit_turn", "schedule_task",
 }

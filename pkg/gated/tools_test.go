@@ -46,6 +46,20 @@ var toolRows = map[string]toolRow{
 		func(t *testing.T, e *toolEnv, _ string) {
 			wantOutbound(t, e, "tg:2", "hi two")
 		}},
+	"edit_message": {"corp", "corp",
+		func(t *testing.T, e *toolEnv) map[string]any {
+			o, err := e.st.PutOutbound(context.Background(), store.Outbound{ChatJID: "tg:1", Platform: "tg", Folder: "corp", Text: "helo", TurnID: 99})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"id": o.ID, "text": "hello"}
+		},
+		func(t *testing.T, e *toolEnv, _ string) {
+			outs, err := e.st.TurnOutbound(context.Background(), e.turn.TurnID)
+			if err != nil || len(outs) != 1 || outs[0].EditOf == 0 || outs[0].Text != "hello" || outs[0].ChatJID != "tg:1" {
+				t.Fatalf("outbound %+v %v, want one edit of the message to tg:1", outs, err)
+			}
+		}},
 	"delegate_group": {"corp", "corp/eng",
 		func(*testing.T, *toolEnv) map[string]any {
 			return map[string]any{"folder": "corp/eng", "prompt": "build it", "chat_jid": "tg:1"}

@@ -9,6 +9,7 @@ import (
 	"errors"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -83,6 +84,9 @@ type MessageIn struct {
 	// chat when it is not the platform's own (one terminal session of
 	// platform "term"); "" is Platform.
 	Adapter string `json:"adapter,omitempty"`
+	// Attachments travel by reference; the agent sees one line per file
+	// after the text.
+	Attachments []adapter.Attachment `json:"attachments,omitempty"`
 }
 
 // Ingest is the outcome of PostMessage: the stored row and where it went.
