@@ -34,6 +34,7 @@ type sessionHooks struct {
 	ProxyConn func(net.Conn)               // a guest connection to the in-guest proxy listener; nil = refuse
 	MCPConn   func(net.Conn)               // a connection to the in-guest MCP socket; nil = refuse
 	ShareConn func(tag string, c net.Conn) // a guest mounting a stream share; nil = refuse
+	SyncConn  func(tag string, c net.Conn) // a guest handing back a share's changes; nil = refuse
 	Started   func(pid int)
 	Log       *slog.Logger
 }
@@ -275,6 +276,9 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 		default:
 			if tag, ok := strings.CutPrefix(kind, control.KindShare); ok && h.ShareConn != nil {
 				fn = func(c net.Conn) { h.ShareConn(tag, c) }
+			}
+			if tag, ok := strings.CutPrefix(kind, control.KindSync); ok && h.SyncConn != nil {
+				fn = func(c net.Conn) { h.SyncConn(tag, c) }
 			}
 		}
 		if fn == nil {

@@ -1,0 +1,60 @@
+package jail
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/crackbox/crackbox/pkg/sharefs"
+)
+
+// When the workdir's changes reach the host (Spec.WorkdirSync).
+//
+// Live serves the workdir read-write over 9p: every metadata operation is a round trip
+// to the host, which under TCG costs about a millisecond. Exit serves it read-only as
+// the lower layer of an overlay in the guest (cached: the run is taken to be its only
+// writer), keeps the command's writes in a guest tmpfs upper layer, and when the
+// command ends guest-init sends that layer back as one changes stream, which a share
+// server applies under the live share's policy (sharefs.Apply). The host sees nothing
+// until the command ends, and a run stopped by the host before that (timeout, kill,
+// crash) loses its changes.
+const (
+	WorkdirSyncLive = "live"
+	WorkdirSyncExit = "exit"
+)
+
+// workdirSync resolves Spec.WorkdirSync.
+func workdirSync(s string) (string, error) {
+	switch s {
+	case "", WorkdirSyncLive:
+		return WorkdirSyncLive, nil
+	case WorkdirSyncExit:
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: workdir sync %q: use live or exit", ErrBadSpec, s)
+}
+
+// sync applies the changes stream of share tag, once, for a share synced at exit; any
+// other stream is refused. It returns once the changes are applied and the guest has
+// the server's answer: the guest waits for it before it reports the command's exit.
+func (s *streamShares) sync(tag string, c net.Conn) {
+	<-s.ready
+	s.mu.Lock()
+	sh, ok := s.byTag[tag]
+	if !ok || !sh.SyncExit || s.synced[tag] {
+		s.mu.Unlock()
+		if log, held := s.refusals.Allow(); log {
+			s.log.Warn("sync stream refused", "tag", guestText(tag), "known", ok, "refused_since_last", held)
+		}
+		c.Close()
+		return
+	}
+	s.synced[tag] = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	cfg := s.config(sh)
+	cfg.ReadOnly = false
+	if err := sharefs.Apply(cfg, c, s.log); err != nil {
+		s.log.Warn("workdir sync", "share", sh.Host, "err", err)
+	}
+}
