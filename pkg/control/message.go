@@ -115,6 +115,15 @@ type Mount struct {
 // SyncExit is Mount.Sync for a share whose changes reach the host when the run ends.
 const SyncExit = "exit"
 
+// A share synced at exit hands its changes back as a tar stream on a KindSync stream,
+// each directory before what it holds; two PAX records say what a plain entry cannot.
+const (
+	// SyncRemove marks an entry that removes whatever the share holds at its path.
+	SyncRemove = "CRACKBOX.remove"
+	// SyncOpaque marks a directory that replaces the share's: its entries go first.
+	SyncOpaque = "CRACKBOX.opaque"
+)
+
 // Guest network modes (Net.Mode); pkg/jail's Net* constants are these.
 const (
 	NetNone      = "none"

@@ -55,6 +55,6 @@ func (s *streamShares) sync(tag string, c net.Conn) {
 	cfg := s.config(sh)
 	cfg.ReadOnly = false
 	if err := sharefs.Apply(cfg, c, s.log); err != nil {
-		s.log.Warn("workdir sync", "share", sh.Host, "err", err)
+		s.log.Warn("workdir changes not all applied", "dir", sh.Host, "err", guestText(err.Error()))
 	}
 }

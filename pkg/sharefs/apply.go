@@ -2,6 +2,7 @@ package sharefs
 
 import (
 	"archive/tar"
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/hugelgupf/p9/p9"
+
+	"github.com/crackbox/crackbox/pkg/control"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,12 +26,10 @@ import (
 // device, fifo or socket, no xattr, the quota).
 //
 // Entries are applied in order; a directory comes before what it holds. Two PAX
-// records mark what the layer cannot say as a plain file:
+// records (pkg/control) mark what the layer cannot say as a plain file.
 const (
-	// PAXRemove: the entry is a deletion of whatever the share holds at that path.
-	PAXRemove = "CRACKBOX.remove"
-	// PAXOpaque: the directory replaces the share's, whose entries are removed first.
-	PAXOpaque = "CRACKBOX.opaque"
+	PAXRemove = control.SyncRemove
+	PAXOpaque = control.SyncOpaque
 )
 
 // ApplyResult counts what a changes stream did; Refused and Failed name up to a few
@@ -331,7 +332,8 @@ func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 
 // Apply applies one changes stream read from conn to cfg.Dir in a share server of its
 // own (confined as Serve's), and returns once the server has answered on conn and
-// exited. conn is closed on return.
+// exited; the error is the answer when the changes were not all applied (ErrApply).
+// conn is closed on return.
 func Apply(cfg Config, conn net.Conn, log *slog.Logger) error {
 	cfg.Apply, cfg.ReadOnly = true, false
 	s, err := Start(cfg, log)
@@ -349,9 +351,30 @@ func Apply(cfg Config, conn net.Conn, log *slog.Logger) error {
 		_, _ = io.Copy(s.local, conn)
 		_ = s.local.(*net.UnixConn).CloseWrite()
 	}()
-	_, _ = io.Copy(conn, s.local)
+	var answer bytes.Buffer
+	_, _ = io.Copy(io.MultiWriter(conn, &limitedBuffer{b: &answer, n: 4096}), s.local)
 	conn.Close()
 	s.local.Close()
 	s.end()
+	line := strings.TrimSpace(answer.String())
+	if !strings.HasPrefix(line, "ok ") {
+		return fmt.Errorf("%w: %s", ErrApply, cmp.Or(line, "the server gave no answer"))
+	}
 	return nil
+}
+
+// ErrApply is a changes stream that was refused or applied in part.
+var ErrApply = errors.New("sharefs: changes not all applied")
+
+// limitedBuffer keeps the first n bytes written to it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if k := min(len(p), l.n-l.b.Len()); k > 0 {
+		l.b.Write(p[:k])
+	}
+	return len(p), nil
 }

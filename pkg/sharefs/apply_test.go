@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -35,19 +36,19 @@ func applyStream(t *testing.T, dir string, quota int64, stream []byte) string {
 	}
 	host, guest := conn(fds[0]), conn(fds[1])
 	defer guest.Close()
-	done := make(chan struct{})
-	go func() {
-		_ = Apply(Config{Dir: dir, Quota: quota, Log: io.Discard}, host, slog.New(slog.DiscardHandler))
-		close(done)
-	}()
+	done := make(chan error, 1)
+	go func() { done <- Apply(Config{Dir: dir, Quota: quota, Log: io.Discard}, host, slog.New(slog.DiscardHandler)) }()
 	go func() { _, _ = guest.Write(stream); _ = guest.CloseWrite() }()
 	_ = guest.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReader(guest).ReadString('\n')
 	if err != nil {
 		t.Fatalf("no answer from the apply server: %v", err)
 	}
-	<-done
-	return strings.TrimSpace(line)
+	line = strings.TrimSpace(line)
+	if err := <-done; strings.HasPrefix(line, "ok ") != (err == nil) || (err != nil && !errors.Is(err, ErrApply)) {
+		t.Errorf("answer %q, but Apply returned %v", line, err)
+	}
+	return line
 }
 
 // entry is one header of a test stream, with its data.
