@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs inside one guest (bench/share/run.sh starts it): each step in the workdir and in
 # the guest's /tmp, interleaved, printing "step place seconds" lines. $1 is the workdir,
-# $2 the group of steps: files, jobs or reads.
+# $2 the group of steps: files, jobs, build or reads. Last it prints "end place <epoch>",
+# the guest's clock (set from the host's at start) when the command ended.
 set -eu
 wd=$1 group=$2
 now() { date +%s.%N; }
@@ -36,6 +37,18 @@ jobs)
     t venv $place sh -c 'python3 -m venv venv && venv/bin/pip install -q --no-cache-dir --no-index --no-build-isolation ./hello'
     cd /
   done ;;
+build)
+  # A warm module cache (the host's, read-only at /gomod), a warm build cache and a warm
+  # npm cache, both copied into /tmp first (untimed), so both places share them.
+  cp -r "$wd/gocache" /tmp/gocache; cp -r "$wd/npmcache" /tmp/npmcache
+  cp -r "$wd/src" /tmp/src; cp -r "$wd/npm" /tmp/npm
+  export HOME=/tmp GOCACHE=/tmp/gocache GOMODCACHE=/gomod GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
+  for place in work tmp; do
+    case $place in work) d=$wd ;; tmp) d=/tmp ;; esac
+    cd "$d/src"; t gobuild $place /usr/local/go/bin/go build ./pkg/...
+    cd "$d/npm"; t npmci $place npm ci --offline --no-audit --no-fund --cache /tmp/npmcache
+    cd /
+  done ;;
 reads)
   mkdir -p /tmp/inc; cp -a /usr/include/. /tmp/inc/; cp "$3" /tmp/big
   t findusr usr sh -c 'find /usr/include | wc -l'
@@ -44,3 +57,4 @@ reads)
   t read25 usr cat "$3"
   t read25 tmp cat /tmp/big ;;
 esac
+echo "end x $(now)"

@@ -2,6 +2,7 @@ package jail_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,24 @@ func TestWorkdirSyncExit(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "host secret" {
 		t.Errorf("outside the workdir: %q", b)
+	}
+}
+
+// TestWorkdirSyncTimeout: a run stopped by its timeout still hands back what its
+// command wrote in a workdir synced at exit.
+func TestWorkdirSyncTimeout(t *testing.T) {
+	jailtest.Require(t)
+	wd := t.TempDir()
+	os.Chmod(filepath.Dir(wd), 0o755)
+	s := jailtest.Spec(t, "sh", "-c", "echo kept > written && echo ready && exec sleep 600")
+	s.Workdir, s.Root = wd, true
+	s.WorkdirSync = jail.WorkdirSyncExit
+	s.Timeout = 45 * time.Second
+	_, err := jailtest.Run(t, s)
+	if !errors.Is(err, jail.ErrTimeout) {
+		t.Fatalf("err %v, want a timeout", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wd, "written")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("the write before the timeout: %q, %v", b, err)
 	}
 }

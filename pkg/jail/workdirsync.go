@@ -3,6 +3,7 @@ package jail
 import (
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/crackbox/crackbox/pkg/sharefs"
 )
@@ -15,12 +16,27 @@ import (
 // writer), keeps the command's writes in a guest tmpfs upper layer, and when the
 // command ends guest-init sends that layer back as one changes stream, which a share
 // server applies under the live share's policy (sharefs.Apply). The host sees nothing
-// until the command ends, and a run stopped by the host before that (timeout, kill,
-// crash) loses its changes.
+// until the command ends. A run past its timeout has its command killed and syncGrace
+// to hand the changes back; a run whose guest is stopped otherwise (the caller
+// cancels, crackbox or QEMU is killed, the guest crashes) loses them.
 const (
 	WorkdirSyncLive = "live"
 	WorkdirSyncExit = "exit"
 )
+
+// syncGrace is how long a run stopped by its timeout waits for the changes of a
+// workdir synced at exit.
+const syncGrace = 60 * time.Second
+
+// syncDrain is the session's Drain: syncGrace when the run has a share synced at exit.
+func syncDrain(p *plan) time.Duration {
+	for _, sh := range p.userShare {
+		if sh.SyncExit {
+			return syncGrace
+		}
+	}
+	return 0
+}
 
 // workdirSync resolves Spec.WorkdirSync.
 func workdirSync(s string) (string, error) {

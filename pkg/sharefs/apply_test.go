@@ -37,7 +37,9 @@ func applyStream(t *testing.T, dir string, quota int64, stream []byte) string {
 	host, guest := conn(fds[0]), conn(fds[1])
 	defer guest.Close()
 	done := make(chan error, 1)
-	go func() { done <- Apply(Config{Dir: dir, Quota: quota, Log: io.Discard}, host, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		done <- Apply(Config{Dir: dir, Quota: quota, Log: io.Discard}, host, slog.New(slog.DiscardHandler))
+	}()
 	go func() { _, _ = guest.Write(stream); _ = guest.CloseWrite() }()
 	_ = guest.SetReadDeadline(time.Now().Add(30 * time.Second))
 	line, err := bufio.NewReader(guest).ReadString('\n')
