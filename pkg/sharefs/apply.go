@@ -200,6 +200,9 @@ func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error
 				return err
 			}
 		}
+		if st.Mode&0o7777 == mode {
+			return nil // a parent the layer holds only for what it holds
+		}
 	case err == nil || !errors.Is(err, unix.ENOENT):
 		if err := removeAll(dir, name); err != nil {
 			return err
@@ -316,14 +319,18 @@ func clearDir(dir *node, name string) error {
 	return nil
 }
 
-// answerApply applies the changes stream on conn and answers with one line: "ok" or
-// "error", then the result.
+// answerApply applies the changes stream on conn and answers with one line: "ok",
+// "partial" (some entries refused or failed) or "error" (the stream stopped short),
+// then the result.
 func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 	defer conn.Close()
 	res, err := fs.apply(conn)
 	line := "ok " + res.String()
-	if err != nil {
+	switch {
+	case err != nil:
 		line = fmt.Sprintf("error %v; %s", err, res)
+	case res.nRefused+res.nFailed > 0:
+		line = "partial " + res.String()
 	}
 	fmt.Fprintln(os.Stderr, "changes applied:", line)
 	_, werr := io.WriteString(conn, line+"\n")
