@@ -31,13 +31,13 @@ prep() { # the build group's inputs: this repo's source, its build cache, an npm
 }
 out=$wd/out
 : > "$out"
-for group in ${BENCH_GROUPS:-files jobs build reads}; do
+for group in ${BENCH_GROUPS:-files keep jobs build reads}; do
   [ "$group" = build ] && prep
   modes=${BENCH_SYNC:-live exit}
   [ "$group" = reads ] && modes=live # no workdir step
   for mode in $modes; do
     echo "bench: $group $mode" >&2
-    rm -rf "$wd/b" "$wd/j" "$wd/npm/node_modules"
+    rm -rf "$wd/b" "$wd/j" "$wd/k" "$wd/npm/node_modules"
     extra=()
     # The build caches are copied into the guest's memory.
     [ "$group" = build ] && extra=(-v "$gomod:/gomod:ro" --memory 2G)
