@@ -41,7 +41,7 @@ for group in ${BENCH_GROUPS:-files keep jobs build reads}; do
     extra=()
     # The build caches are copied into the guest's memory.
     [ "$group" = build ] && extra=(-v "$gomod:/gomod:ro" --memory 2G)
-    (cd "$wd" && "$crackbox" run -q --net none -w "$wd" --workdir-sync "$mode" "${extra[@]}" "$@" -- sh "$wd/guest.sh" "$wd" "$group" "$big") > "$wd/group.out"
+    (cd "$wd" && "$crackbox" run -q --net none -w "$wd" --workdir-sync "$mode" "$@" "${extra[@]}" -- sh "$wd/guest.sh" "$wd" "$group" "$big") > "$wd/group.out"
     hostend=$(date +%s.%N)
     # The time from the command's end to the run's: the sync back, in exit mode.
     awk -v m="$mode" -v g="$group" -v h="$hostend" '$1 == "end" { printf "%s after-exit(%s) work %.3f\n", m, g, h - $3; next } { print m, $0 }' "$wd/group.out" >> "$out"
