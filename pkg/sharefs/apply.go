@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"unsafe"
 
 	"github.com/hugelgupf/p9/p9"
 
@@ -76,6 +77,7 @@ func (fs *fsys) apply(r io.Reader) (ApplyResult, error) {
 	}
 	root := &node{fs: fs, rel: "."}
 	tr := tar.NewReader(r)
+	buf := make([]byte, 1<<20) // one for every file: a stream holds thousands
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -92,7 +94,7 @@ func (fs *fsys) apply(r io.Reader) (ApplyResult, error) {
 		if name == "." {
 			continue // the share's root keeps its mode
 		}
-		if err := fs.applyEntry(root, name, hdr, tr, &res); err != nil {
+		if err := fs.applyEntry(root, name, hdr, tr, buf, &res); err != nil {
 			if errors.Is(err, unix.ENOSPC) {
 				return res, fmt.Errorf("%s: %w (the disk quota is full)", name, err)
 			}
@@ -124,7 +126,7 @@ func entryName(raw string) (string, error) {
 }
 
 // applyEntry applies one entry at name.
-func (fs *fsys) applyEntry(root *node, name string, hdr *tar.Header, data io.Reader, res *ApplyResult) error {
+func (fs *fsys) applyEntry(root *node, name string, hdr *tar.Header, data io.Reader, buf []byte, res *ApplyResult) error {
 	dirPath, base := path.Split(name)
 	dir, err := fs.dirNode(root, cleanDir(dirPath))
 	if err != nil {
@@ -151,7 +153,7 @@ func (fs *fsys) applyEntry(root *node, name string, hdr *tar.Header, data io.Rea
 	case tar.TypeDir:
 		err = fs.applyDir(dir, base, mode, hdr.PAXRecords[PAXOpaque] != "")
 	case tar.TypeReg:
-		err = fs.applyFile(dir, base, mode, hdr, data)
+		err = fs.applyFile(dir, base, mode, hdr, data, buf)
 	case tar.TypeSymlink:
 		if err = removeAll(dir, base); err == nil {
 			_, err = dir.Symlink(hdr.Linkname, base, 0, 0)
@@ -223,7 +225,7 @@ func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error
 
 // applyFile replaces dir/name with a file of hdr.Size bytes read from data. A stream
 // that ends early is an error of the stream: the file keeps what arrived.
-func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, data io.Reader) error {
+func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, data io.Reader, buf []byte) error {
 	if err := removeAll(dir, name); err != nil {
 		return err
 	}
@@ -231,7 +233,6 @@ func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, 
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
 	var off int64
 	for {
 		n, rerr := data.Read(buf)
@@ -250,17 +251,17 @@ func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, 
 			return rerr
 		}
 	}
+	// The mtime is set on the file just made, through its own fd (futimens): make
+	// and build tools compare it.
+	ts := [2]unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(max(0, hdr.ModTime.UnixNano()))}
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(f.(*node).fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, c, err := dir.Walk([]string{name})
-	if err != nil {
-		return err
+	if e != 0 {
+		return e
 	}
-	defer c.Close()
-	mt := hdr.ModTime
-	return c.SetAttr(p9.SetAttrMask{MTime: true, MTimeNotSystemTime: true},
-		p9.SetAttr{MTimeSeconds: uint64(max(0, mt.Unix())), MTimeNanoSeconds: uint64(mt.Nanosecond())})
+	return nil
 }
 
 // removeAll removes dir/name and, for a directory, everything in it; a missing name is
