@@ -25,7 +25,10 @@ prep() { # the build group's inputs: this repo's source, a build cache, an npm p
   # A build cache holding only what pkg/control needs: the guest copies it.
   (cd "$wd/src" && GOCACHE=$wd/gocache GOFLAGS=-mod=mod go build ./pkg/control)
   echo '{"name": "bench", "version": "1.0.0", "private": true, "dependencies": {"express": "4.21.2", "lodash": "4.17.21"}}' > "$wd/npm/package.json"
-  (cd "$wd/npm" && npm install --no-audit --no-fund --cache "$wd/npmcache" >/dev/null && rm -rf node_modules)
+  # The lockfile names no tarball URLs, so npm ci looks up each package: one online
+  # npm ci puts those answers in the cache the guest's offline one reads.
+  (cd "$wd/npm" && npm install --no-audit --no-fund --cache "$wd/npmcache" >/dev/null &&
+    npm ci --no-audit --no-fund --cache "$wd/npmcache" >/dev/null && rm -rf node_modules)
   chmod -R a+rX "$wd"
 }
 out=$wd/out
