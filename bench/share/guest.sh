@@ -52,6 +52,9 @@ build)
   cp -r "$wd/gocache" /tmp/gocache; cp -r "$wd/npmcache" /tmp/npmcache
   cp -r "$wd/src" /tmp/src; cp -r "$wd/npm" /tmp/npm
   export HOME=/tmp GOCACHE=/tmp/gocache GOMODCACHE=/gomod GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
+  # Warm what both places share (the go tool, the module cache's pages) untimed, so the
+  # first place timed does not pay for it.
+  (cd /tmp/src && /usr/local/go/bin/go build ./pkg/control) >/dev/null 2>&1 || true
   for place in work tmp; do
     case $place in work) d=$wd ;; tmp) d=/tmp ;; esac
     cd "$d/npm"; t npmci $place npm ci --offline --no-audit --no-fund --cache /tmp/npmcache
