@@ -1,11 +1,18 @@
 package jail
 
 import (
+	"archive/tar"
+	"bufio"
+	"bytes"
 	"errors"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crackbox/crackbox/pkg/control"
 )
@@ -55,5 +62,51 @@ func TestWorkdirSyncPlan(t *testing.T) {
 				t.Errorf("workdir served read-only=%v", cfg.ReadOnly)
 			}
 		})
+	}
+}
+
+// TestSyncStreamOnce: a changes stream is applied only for a share synced at exit, and
+// once; a second one, or one for a live share or an unknown tag, is closed unread.
+func TestSyncStreamOnce(t *testing.T) {
+	ex, live := t.TempDir(), t.TempDir()
+	p := &plan{userShare: []share{
+		{Tag: "w0", Host: ex, Target: "/w0", FS: FSStream, SyncExit: true},
+		{Tag: "w1", Host: live, Target: "/w1", FS: FSStream},
+	}}
+	s := newStreamShares(p, 0, io.Discard, slog.New(slog.DiscardHandler))
+	s.start()
+	defer s.close()
+	changes := func(name string) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+		tw.Write([]byte("hi"))
+		tw.Close()
+		return b.Bytes()
+	}
+	send := func(tag, name string) string {
+		h, g := net.Pipe()
+		go s.sync(tag, h)
+		go func() { g.Write(changes(name)) }()
+		g.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, _ := bufio.NewReader(g).ReadString('\n')
+		g.Close()
+		return line
+	}
+	if got := send("w0", "first"); !strings.HasPrefix(got, "ok ") {
+		t.Fatalf("first stream: answer %q", got)
+	}
+	for _, c := range []struct{ tag, name string }{{"w0", "second"}, {"w1", "live"}, {"nope", "unknown"}} {
+		if got := send(c.tag, c.name); got != "" {
+			t.Errorf("stream for %q answered %q, want it refused", c.tag, got)
+		}
+	}
+	for _, f := range []string{filepath.Join(ex, "second"), filepath.Join(live, "live")} {
+		if _, err := os.Lstat(f); !os.IsNotExist(err) {
+			t.Errorf("%s was written", f)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ex, "first")); err != nil || string(b) != "hi" {
+		t.Errorf("first: %q, %v", b, err)
 	}
 }
