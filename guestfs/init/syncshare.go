@@ -129,6 +129,9 @@ func (s *syncedShare) send(log *slog.Logger) error {
 func writeChanges(w io.Writer, upper string) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed by a process still running: gone from the changes too
+		}
 		if err != nil {
 			return err
 		}
@@ -137,7 +140,9 @@ func writeChanges(w io.Writer, upper string) error {
 			return nil
 		}
 		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
+		if err := unix.Lstat(p, &st); errors.Is(err, unix.ENOENT) {
+			return nil
+		} else if err != nil {
 			return err
 		}
 		hdr := &tar.Header{Name: rel, Mode: int64(st.Mode & 0o7777), ModTime: time.Unix(st.Mtim.Unix())}
@@ -183,7 +188,9 @@ func writeChanges(w io.Writer, upper string) error {
 // (a process still running) is sent at the size its header says.
 func writeFile(tw *tar.Writer, hdr *tar.Header, p string) error {
 	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	defer f.Close()
