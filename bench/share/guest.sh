@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs inside one guest (bench/share/run.sh starts it): each step in the workdir and in
 # the guest's /tmp, interleaved, printing "step place seconds" lines. $1 is the workdir,
-# $2 the group of steps: files, jobs or reads.
+# $2 the group of steps: files, keep, jobs, build or reads. Last it prints "end place <epoch>",
+# the guest's clock (set from the host's at start) when the command ended.
 set -eu
 wd=$1 group=$2
 now() { date +%s.%N; }
@@ -29,11 +30,35 @@ files)
     t ddread $place sh -c 'echo 3 > /proc/sys/vm/drop_caches; dd if=big of=/dev/null bs=1M'
     cd /; t rmrf $place rm -rf "$d"
   done ;;
+keep)
+  # 2,000 files left in the workdir: in exit mode the sync back carries them all, which
+  # the after-exit row times.
+  cp "$wd/files.tar" /tmp/files.tar
+  mkdir -p "$wd/k" /tmp/k
+  cd "$wd/k"; t untarkept work tar xf /tmp/files.tar
+  cd /tmp/k; t untarkept tmp tar xf /tmp/files.tar
+  cd / ;;
 jobs)
   for place in work tmp; do
     case $place in work) d=$wd/j ;; tmp) d=/tmp/j ;; esac
     mkdir -p "$d"; cp -r "$wd/hello" "$d/"; cd "$d"
     t venv $place sh -c 'python3 -m venv venv && venv/bin/pip install -q --no-cache-dir --no-index --no-build-isolation ./hello'
+    cd /
+  done ;;
+build)
+  # npm ci from a warm npm cache, and go build of pkg/control with a warm module cache
+  # (the host's, read-only at /gomod) and a warm build cache; the caches are copied into
+  # /tmp first (untimed), so both places use the same.
+  cp -r "$wd/gocache" /tmp/gocache; cp -r "$wd/npmcache" /tmp/npmcache
+  cp -r "$wd/src" /tmp/src; cp -r "$wd/npm" /tmp/npm
+  export HOME=/tmp GOCACHE=/tmp/gocache GOMODCACHE=/gomod GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
+  # Warm what both places share (the go tool, the module cache's pages) untimed, so the
+  # first place timed does not pay for it.
+  (cd /tmp/src && /usr/local/go/bin/go build ./pkg/control) >/dev/null 2>&1 || true
+  for place in work tmp; do
+    case $place in work) d=$wd ;; tmp) d=/tmp ;; esac
+    cd "$d/npm"; t npmci $place npm ci --offline --no-audit --no-fund --cache /tmp/npmcache
+    cd "$d/src"; t gobuild $place /usr/local/go/bin/go build ./pkg/control
     cd /
   done ;;
 reads)
@@ -44,3 +69,4 @@ reads)
   t read25 usr cat "$3"
   t read25 tmp cat /tmp/big ;;
 esac
+echo "end x $(now)"

@@ -36,6 +36,7 @@ var runBinds = []flagBind{
 	{"net", "run.net"},
 	{"guest-init", "run.guest_init"},
 	{"snapshot", "run.snapshot"},
+	{"workdir-sync", "run.workdir_sync"},
 }
 
 type runFlags struct {
@@ -128,6 +129,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.String("guest-init", "", "guest-init binary; default: next to crackbox")
 	f.String("accel", "auto", "accelerator: auto, kvm or tcg")
 	f.String("memory", "512M", "guest memory, e.g. 256M, 1G")
+	f.String("workdir-sync", "live", "when the workdir's changes reach the host: live (as they are written) or exit (kept in the guest, applied when the command ends; faster, lost if the run is stopped)")
 	f.Int("cpus", 1, "guest vCPUs")
 	f.String("timeout", "0", "stop the guest after this long (e.g. 30s, 5m); exit 125")
 	f.String("net", "auto", "network: auto (tap when root, else proxy-only), tap, proxy-only or none")
@@ -136,6 +138,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 		"proxy-only\tno NIC; proxy-aware clients only", "none\tno network at all",
 	}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("workdir-sync", cobra.FixedCompletions([]string{"live", "exit"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("snapshot", cobra.FixedCompletions([]string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp))
 	f.StringArrayVar(&rf.net.allow, "allow", nil, "hosts the command may reach, comma-separated (repeatable); none.invalid blocks everything")
 	f.StringArrayVar(&rf.net.allowFiles, "allow-file", nil, "read allowlist entries from a file, one or more a line, # comments (repeatable)")
@@ -383,21 +386,22 @@ func forwardSignals(ctx context.Context, cancel context.CancelFunc, sigs chan<- 
 // specFromFlags builds the jail.Spec from flags and the [run] config.
 func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf runFlags) (jail.Spec, error) {
 	s := jail.Spec{
-		Argv:      argv,
-		Kernel:    cfg.Run.Kernel,
-		GuestInit: cfg.Run.GuestInit,
-		Accel:     cfg.Run.Accel,
-		Snapshot:  cfg.Run.Snapshot,
-		CacheDir:  cfg.Run.Cache,
-		CPUs:      cfg.Run.CPUs,
-		MemoryMiB: int(cfg.Run.Memory.MiB()),
-		Timeout:   cfg.Run.Timeout.Duration,
-		Force:     rf.force,
-		Root:      rf.root,
-		RootFS:    rf.rootfs,
-		Machine:   rf.machine,
-		Hostname:  rf.hostnm,
-		WorkdirRO: rf.ro,
+		Argv:        argv,
+		Kernel:      cfg.Run.Kernel,
+		GuestInit:   cfg.Run.GuestInit,
+		Accel:       cfg.Run.Accel,
+		Snapshot:    cfg.Run.Snapshot,
+		WorkdirSync: cfg.Run.WorkdirSync,
+		CacheDir:    cfg.Run.Cache,
+		CPUs:        cfg.Run.CPUs,
+		MemoryMiB:   int(cfg.Run.Memory.MiB()),
+		Timeout:     cfg.Run.Timeout.Duration,
+		Force:       rf.force,
+		Root:        rf.root,
+		RootFS:      rf.rootfs,
+		Machine:     rf.machine,
+		Hostname:    rf.hostnm,
+		WorkdirRO:   rf.ro,
 		// PATH names no secret; the guest keeps the entries it can see.
 		Path: os.Getenv("PATH"),
 	}

@@ -133,6 +133,7 @@ func TestCLIRefusesBadShares(t *testing.T) {
 		{[]string{"-v", wd + ":data", "--", "true"}, `guest path "data"`},
 		{[]string{"-e", "=x", "--", "true"}, "empty variable name"},
 		{[]string{"--memory", "lots", "--", "true"}, "lots"},
+		{[]string{"--workdir-sync", "later", "--", "true"}, `workdir_sync: invalid value: "later": use one of live, exit`},
 	} {
 		cmd := cliCmd(t, context.Background(), wd, append([]string{"--net", "none"}, c.args...)...)
 		var errb bytes.Buffer

@@ -84,7 +84,7 @@ func main() {
 	b := &builder{log: log, loDone: loDone}
 	exit, err := guest.Serve(context.Background(), rw, guest.Config{
 		Prepare:    b.prepare,
-		BeforeExit: unix.Sync,
+		BeforeExit: b.beforeExit,
 		Reaper:     reaper,
 		Log:        log,
 	})

@@ -308,17 +308,27 @@ func makeHome(rs *control.RunSpec) error {
 	return nil
 }
 
-func mountShares(ctx context.Context, ms []control.Mount) error {
+// mountShares mounts the run's shares and returns those synced at exit.
+func mountShares(ctx context.Context, ms []control.Mount) ([]*syncedShare, error) {
+	var synced []*syncedShare
 	for _, m := range ms {
 		if err := checkTarget("mount", m.Target); err != nil {
-			return err
+			return synced, err
 		}
 		if err := os.MkdirAll(m.Target, 0o755); err != nil {
-			return fmt.Errorf("mount target %s: %w", m.Target, err)
+			return synced, fmt.Errorf("mount target %s: %w", m.Target, err)
+		}
+		if m.Sync == control.SyncExit && !m.ReadOnly {
+			s, err := mountSynced(ctx, m)
+			if err != nil {
+				return synced, err
+			}
+			synced = append(synced, s)
+			continue
 		}
 		if err := mountAny(ctx, m, m.Target, m.ReadOnly); err != nil {
-			return err
+			return synced, err
 		}
 	}
-	return nil
+	return synced, nil
 }

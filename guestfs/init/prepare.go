@@ -14,6 +14,7 @@ import (
 type builder struct {
 	log    *slog.Logger
 	loDone <-chan error
+	synced []*syncedShare // shares whose changes go back when the command ends
 }
 
 // prepare builds the root, network, home and masks. The network is configured while
@@ -54,6 +55,18 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 	return nil
 }
 
+// beforeExit runs once the command has ended, before its exit is reported: it syncs
+// the filesystems and hands back the changes of every share synced at exit, so the host
+// has them when it learns the exit.
+func (b *builder) beforeExit() {
+	unix.Sync()
+	for _, s := range b.synced {
+		if err := s.send(b.log); err != nil {
+			b.log.Error("sync share", "err", err)
+		}
+	}
+}
+
 func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
@@ -64,7 +77,9 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
-	if err := mountShares(ctx, rs.Mounts); err != nil {
+	synced, err := mountShares(ctx, rs.Mounts)
+	b.synced = synced
+	if err != nil {
 		return err
 	}
 	return applyMasks(rs.Root.Mask)

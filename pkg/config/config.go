@@ -82,7 +82,9 @@ type Run struct {
 	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
 	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
 	Snapshot  string   `toml:"snapshot"`   // restore from a snapshot: auto, on or off
-	Cache     string   `toml:"cache"`      // kernels, initramfs images, snapshots; "" = jail.CacheDir()
+	// WorkdirSync is when the workdir's changes reach the host: live or exit.
+	WorkdirSync string `toml:"workdir_sync"`
+	Cache       string `toml:"cache"` // kernels, initramfs images, snapshots; "" = jail.CacheDir()
 	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
 	// sees only placeholders. Set in the file only.
 	Secret []RunSecret `toml:"secret"`
@@ -111,6 +113,9 @@ var (
 // Snapshots are the accepted values of run.snapshot.
 var Snapshots = []string{"auto", "on", "off"}
 
+// WorkdirSyncs are the accepted values of run.workdir_sync.
+var WorkdirSyncs = []string{jail.WorkdirSyncLive, jail.WorkdirSyncExit}
+
 // Default returns the configuration used when no file, env or flag says otherwise.
 func Default() *Config {
 	return &Config{
@@ -129,12 +134,13 @@ func Default() *Config {
 		},
 		Admin: Admin{Listen: "127.0.0.1:3129"},
 		Run: Run{
-			Accel:    "auto",
-			Memory:   512 << 20,
-			CPUs:     1,
-			Net:      "auto",
-			AddrPool: "10.213.0.0/16",
-			Snapshot: "auto",
+			Accel:       "auto",
+			Memory:      512 << 20,
+			CPUs:        1,
+			Net:         "auto",
+			AddrPool:    "10.213.0.0/16",
+			Snapshot:    "auto",
+			WorkdirSync: jail.WorkdirSyncLive,
 		},
 		Log: Log{Level: "info"},
 	}

@@ -162,6 +162,7 @@ func TestInvalidValues(t *testing.T) {
 		{"run.addr_pool", "10.0.0.1/31", "IPv4 CIDR"},
 		{"run.timeout", "forever", "30s"},
 		{"run.snapshot", "yes", "auto, on, off"},
+		{"run.workdir_sync", "later", "live, exit"},
 		{"run.cache", "relative/dir", "absolute directory"},
 		{"log.level", "loud", "debug, info"},
 		{"proxy.registry", "nats://n1:4222", "proxy.registry_sign_key"},

@@ -99,6 +99,9 @@ func (c *Config) Validate() error {
 	if !slices.Contains(Snapshots, r.Snapshot) {
 		add(invalid("run.snapshot", "%q: use one of %s", r.Snapshot, strings.Join(Snapshots, ", ")))
 	}
+	if !slices.Contains(WorkdirSyncs, r.WorkdirSync) {
+		add(invalid("run.workdir_sync", "%q: use one of %s", r.WorkdirSync, strings.Join(WorkdirSyncs, ", ")))
+	}
 	if r.Cache != "" && !filepath.IsAbs(r.Cache) {
 		add(invalid("run.cache", "%q: write an absolute directory, like \"/var/cache/crackbox\"", r.Cache))
 	}

@@ -34,6 +34,9 @@ const (
 	KindMCP    = "mcp"
 	// KindShare prefixes a 9p share stream: "share:" + the share's tag.
 	KindShare = "share:"
+	// KindSync prefixes the one stream a share synced at exit hands its changes back
+	// on: "sync:" + the share's tag (pkg/sharefs's changes stream).
+	KindSync = "sync:"
 )
 
 // ErrBadHeader is returned when a stream does not start with a valid header line.

@@ -104,7 +104,25 @@ type Mount struct {
 	// Port names the virtio-serial port that carries a stream share's 9p on its own,
 	// when the host gave it one; without, the share is a stream of the control session.
 	Port string `json:"port,omitempty"`
+	// Sync is SyncExit for a read-write share the guest keeps its writes for in a
+	// layer of its own and hands back as one changes stream when the command ends;
+	// "" writes through to the host as the command writes.
+	Sync string `json:"sync,omitempty"`
+	// SyncLimit bounds that layer, in bytes (the disk quota); 0 = no bound but memory.
+	SyncLimit int64 `json:"sync_limit,omitempty"`
 }
+
+// SyncExit is Mount.Sync for a share whose changes reach the host when the run ends.
+const SyncExit = "exit"
+
+// A share synced at exit hands its changes back as a tar stream on a KindSync stream,
+// each directory before what it holds; two PAX records say what a plain entry cannot.
+const (
+	// SyncRemove marks an entry that removes whatever the share holds at its path.
+	SyncRemove = "CRACKBOX.remove"
+	// SyncOpaque marks a directory that replaces the share's: its entries go first.
+	SyncOpaque = "CRACKBOX.opaque"
+)
 
 // Guest network modes (Net.Mode); pkg/jail's Net* constants are these.
 const (

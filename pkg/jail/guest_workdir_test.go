@@ -47,10 +47,9 @@ done
 echo "share ports busy=$busy free=$free"
 `
 
-// TestWorkdirRealJobs runs the jobs above in a read-write workdir in one guest, then
-// checks their results from the host.
-func TestWorkdirRealJobs(t *testing.T) {
-	jailtest.Require(t)
+// jobsWorkdir makes a workdir holding the local package workdirJobs installs.
+func jobsWorkdir(t *testing.T) string {
+	t.Helper()
 	testreq.File(t, "/usr/bin/python3", "apt-get install python3 python3-venv (make test installs them)")
 	testreq.File(t, "/usr/bin/git", "apt-get install git (make test installs it)")
 	wd := t.TempDir()
@@ -59,6 +58,14 @@ func TestWorkdirRealJobs(t *testing.T) {
 	os.MkdirAll(pkg, 0o755)
 	os.WriteFile(filepath.Join(pkg, "hello.py"), []byte("GREETING = 'hi from the workdir'\n"), 0o644)
 	os.WriteFile(filepath.Join(pkg, "setup.py"), []byte("from setuptools import setup\nsetup(name='hello', version='1.0', py_modules=['hello'])\n"), 0o644)
+	return wd
+}
+
+// TestWorkdirRealJobs runs the jobs above in a read-write workdir in one guest, then
+// checks their results from the host.
+func TestWorkdirRealJobs(t *testing.T) {
+	jailtest.Require(t)
+	wd := jobsWorkdir(t)
 	s := jailtest.Spec(t, "sh", "-c", workdirJobs)
 	s.Workdir, s.Root = wd, true // guest root makes the port attack
 	s.Timeout = 8 * time.Minute

@@ -27,6 +27,9 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	if len(s.Argv) == 0 || s.Argv[0] == "" {
 		return nil, fmt.Errorf("%w: no command given: crackbox run [flags] -- cmd args...", ErrBadSpec)
 	}
+	if _, err := workdirSync(s.WorkdirSync); err != nil {
+		return nil, err
+	}
 	p, err := planMachine(s)
 	if err != nil {
 		return nil, err
@@ -81,7 +84,11 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		MCPSocket: s.MCPSocket,
 	}
 	for _, sh := range p.userShare {
-		p.rs.Mounts = append(p.rs.Mounts, control.Mount{Tag: sh.Tag, Target: sh.Target, FSType: sh.FS, ReadOnly: sh.ReadOnly})
+		m := control.Mount{Tag: sh.Tag, Target: sh.Target, FSType: sh.FS, ReadOnly: sh.ReadOnly}
+		if sh.SyncExit {
+			m.Sync, m.SyncLimit = control.SyncExit, diskQuota(s.DiskQuota)
+		}
+		p.rs.Mounts = append(p.rs.Mounts, m)
 	}
 	return p, nil
 }
@@ -147,7 +154,11 @@ func planShares(s Spec, home, userFS string) ([]share, error) {
 				return nil, fmt.Errorf("workdir: %w", err)
 			}
 		}
-		out = append(out, share{Host: host, Target: target, ReadOnly: s.WorkdirRO})
+		sync, err := workdirSync(s.WorkdirSync)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, share{Host: host, Target: target, ReadOnly: s.WorkdirRO, SyncExit: sync == WorkdirSyncExit && !s.WorkdirRO})
 	}
 	for _, v := range s.Volumes {
 		host, err := checkHostShare(v.Host, home, shareCheck{force: s.Force, noSymlinks: v.NoSymlinks})

@@ -226,7 +226,7 @@ func runCommand(ctx context.Context, s Spec, p *plan, v *vm, conn net.Conn, shar
 	var startedMu sync.Mutex
 	hooks := sessionHooks{
 		Signals: s.Signals, Resize: s.Resize,
-		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve,
+		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve, SyncConn: shares.sync, Drain: syncDrain(p),
 		Log: s.Logger,
 		Started: func(pid int) {
 			startedMu.Lock()

@@ -34,8 +34,13 @@ type sessionHooks struct {
 	ProxyConn func(net.Conn)               // a guest connection to the in-guest proxy listener; nil = refuse
 	MCPConn   func(net.Conn)               // a connection to the in-guest MCP socket; nil = refuse
 	ShareConn func(tag string, c net.Conn) // a guest mounting a stream share; nil = refuse
+	SyncConn  func(tag string, c net.Conn) // a guest handing back a share's changes; nil = refuse
 	Started   func(pid int)
-	Log       *slog.Logger
+	// Drain, when set, is how long a run past its deadline gives the guest to report
+	// the command's exit after the host killed it, before the guest is powered off: a
+	// workdir synced at exit hands its changes back in that time.
+	Drain time.Duration
+	Log   *slog.Logger
 }
 
 // runSession speaks the control protocol on rw (already connected to guest-init), sends
@@ -88,6 +93,9 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 	for {
 		select {
 		case <-ctx.Done():
+			if h.Drain > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				drain(ctl, msgs, recvErr, h.Drain)
+			}
 			_ = ctl.Send(control.Message{Type: control.MsgPoweroff})
 			sess.Close()
 			copies.Wait()
@@ -125,6 +133,26 @@ func runSession(ctx context.Context, rw io.ReadWriteCloser, rs control.RunSpec, 
 				// copies end once the bytes already in flight are written.
 				return *m.Exit, waitCopies()
 			}
+		}
+	}
+}
+
+// drain kills the command and waits up to d for the guest to report its exit, which it
+// does once the command's changes are handed back.
+func drain(ctl *control.Conn, msgs <-chan control.Message, recvErr <-chan error, d time.Duration) {
+	_ = ctl.Send(control.Message{Type: control.MsgSignal, Signal: 9})
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-msgs:
+			if m.Type == control.MsgExit {
+				return
+			}
+		case <-recvErr:
+			return
+		case <-t.C:
+			return
 		}
 	}
 }
@@ -275,6 +303,9 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 		default:
 			if tag, ok := strings.CutPrefix(kind, control.KindShare); ok && h.ShareConn != nil {
 				fn = func(c net.Conn) { h.ShareConn(tag, c) }
+			}
+			if tag, ok := strings.CutPrefix(kind, control.KindSync); ok && h.SyncConn != nil {
+				fn = func(c net.Conn) { h.SyncConn(tag, c) }
 			}
 		}
 		if fn == nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -488,5 +489,24 @@ func TestSessionFailingStdoutDoesNotBlockCommand(t *testing.T) {
 	r := runBoth(t, nil, spec("head", "-c", "4000000", "/dev/zero"), Stdio{Stdout: failingWriter{}}, sessionHooks{}, guest.Config{})
 	if r.err != nil || r.exit.Code != 0 {
 		t.Fatalf("exit = %+v, err = %v", r.exit, r.err)
+	}
+}
+
+// TestSessionDrainOnDeadline: past its deadline a session with Drain kills the command
+// and waits for the guest's exit, so what the guest does before it reports the exit
+// (hand back a workdir's changes) happens; without Drain the guest is powered off.
+func TestSessionDrainOnDeadline(t *testing.T) {
+	for _, drain := range []time.Duration{0, 20 * time.Second} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var before atomic.Bool
+		r := runBoth(t, ctx, spec("sleep", "30"), Stdio{}, sessionHooks{Drain: drain},
+			guest.Config{BeforeExit: func() { before.Store(true) }})
+		cancel()
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Fatalf("drain %s: runSession err = %v, want the deadline", drain, r.err)
+		}
+		if before.Load() != (drain > 0) {
+			t.Errorf("drain %s: the guest's BeforeExit ran: %v", drain, before.Load())
+		}
 	}
 }

@@ -26,6 +26,9 @@ type share struct {
 	FS       string
 	// Hide lists paths under Host a FSStream share never shows the guest.
 	Hide []string
+	// SyncExit: the guest writes to a layer of its own and hands the changes back
+	// when the command ends; the share itself is served read-only.
+	SyncExit bool
 }
 
 // hostViewDirs are shared read-only (with a tmpfs overlay in the guest) in host-view mode.

@@ -23,6 +23,7 @@ type streamShares struct {
 	mu     sync.Mutex
 	byTag  map[string]streamShare
 	served map[string]bool
+	synced map[string]bool // shares whose changes stream came (workdirsync.go)
 	quota  int64
 	logw   io.Writer
 	log    *slog.Logger
@@ -46,7 +47,7 @@ func (s *streamShares) runAs(id *vmmIdentity) {
 }
 
 func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
-	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{}), refusals: lograte.Every{Interval: 10 * time.Second}}
+	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, synced: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{}), refusals: lograte.Every{Interval: 10 * time.Second}}
 	for _, sh := range p.userShare {
 		if sh.FS == FSStream {
 			s.byTag[sh.Tag] = streamShare{share: sh}
@@ -91,7 +92,8 @@ func (s *streamShares) config(sh streamShare) sharefs.Config {
 	if sh.ReadOnly {
 		q = 0
 	}
-	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly, Quota: q, Hide: sh.Hide, Log: s.logw}
+	// A share synced at exit is only read over 9p: its changes come as one stream.
+	cfg := sharefs.Config{Dir: sh.Host, ReadOnly: sh.ReadOnly || sh.SyncExit, Quota: q, Hide: sh.Hide, Log: s.logw}
 	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
 	// plain root, as each directory's owner. A host-view lower is read as the run's own
 	// uid (else nobody), so only world-readable files reach the guest.

@@ -127,7 +127,11 @@ type Spec struct {
 	// WorkdirNoSymlinks refuses Workdir when any component of it is a symlink,
 	// like Volume.NoSymlinks.
 	WorkdirNoSymlinks bool
-	Volumes           []Volume
+	// WorkdirSync is when the workdir's changes reach the host: WorkdirSyncLive (also
+	// "") as the command writes them, or WorkdirSyncExit all at once when it ends
+	// (workdirsync.go).
+	WorkdirSync string
+	Volumes     []Volume
 	// Force allows sharing the home directory and credential directories (~/.ssh, ...).
 	Force bool
 	// SystemShare allows read-write shares (workdir included) of system

@@ -70,6 +70,18 @@ func rlerror(req []byte, errno unix.Errno) []byte {
 	return out
 }
 
+// xattrwalkAnswer refuses a Txattrwalk: a listing (an empty name) is not supported,
+// which overlayfs takes as "nothing to copy up" (any other error fails its copy-up of a
+// file from a lower share), and a named attribute does not exist.
+func xattrwalkAnswer(req []byte) []byte {
+	// Txattrwalk: size[4] type[1] tag[2] fid[4] newfid[4] name[2+n].
+	const fixed = 7 + 4 + 4 + 2
+	if len(req) == fixed && binary.LittleEndian.Uint16(req[fixed-2:]) == 0 {
+		return rlerror(req, unix.EOPNOTSUPP)
+	}
+	return rlerror(req, unix.ENODATA)
+}
+
 // rgetlock answers a Tgetlock: the same range, owner and client, unlocked. A malformed
 // request gets EINVAL.
 func rgetlock(req []byte) []byte {
@@ -103,7 +115,7 @@ func splice(guest, server net.Conn) {
 			}
 			switch b[4] {
 			case msgTxattrwalk:
-				err = g.write(rlerror(b, unix.ENODATA))
+				err = g.write(xattrwalkAnswer(b))
 			case msgTxattrcreate:
 				err = g.write(rlerror(b, unix.EOPNOTSUPP))
 			case msgTgetlock:

@@ -48,3 +48,21 @@ func TestGetlockAnswer(t *testing.T) {
 		}
 	}
 }
+
+func TestXattrwalkAnswer(t *testing.T) {
+	walk := func(name string) []byte {
+		b := make([]byte, 7, 64)
+		b[4] = msgTxattrwalk
+		b = binary.LittleEndian.AppendUint32(b, 1) // fid
+		b = binary.LittleEndian.AppendUint32(b, 2) // newfid
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
+		b = append(b, name...)
+		binary.LittleEndian.PutUint32(b, uint32(len(b)))
+		return b
+	}
+	for name, want := range map[string]uint32{"": 95, "security.capability": 61, "user.x": 61} {
+		if r := xattrwalkAnswer(walk(name)); r[4] != msgRlerror || binary.LittleEndian.Uint32(r[7:]) != want {
+			t.Errorf("xattrwalk %q: reply %x, want Rlerror %d", name, r, want)
+		}
+	}
+}

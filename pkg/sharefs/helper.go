@@ -28,6 +28,9 @@ type Config struct {
 	// means memLimit.
 	MemLimit int64
 	Log      io.Writer
+	// Apply makes the server apply one changes stream (apply.go) read from its
+	// connection instead of serving 9p, answer with one line, and exit.
+	Apply bool
 }
 
 // Ident is a uid and gid.
@@ -45,6 +48,7 @@ type helperConfig struct {
 	Hide     []string
 	MemLimit int64
 	Stage    int
+	Apply    bool
 }
 
 // The helper's inherited descriptors.

@@ -176,6 +176,9 @@ func serveLocked(hc helperConfig) error {
 	if err != nil {
 		return fmt.Errorf("share connection: %w", err)
 	}
+	if hc.Apply {
+		return answerApply(fs, conn)
+	}
 	return p9.NewServer(attacher{fs: fs}).Handle(conn, conn)
 }
 

@@ -42,7 +42,7 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	defer dir.Close()
 	hc := helperConfig{UID: os.Getuid(), GID: os.Getgid(), ReadOnly: cfg.ReadOnly, Quota: cfg.Quota, Hide: cfg.Hide,
-		MemLimit: cmp.Or(cfg.MemLimit, memLimit), Stage: 1}
+		MemLimit: cmp.Or(cfg.MemLimit, memLimit), Stage: 1, Apply: cfg.Apply}
 	if os.Geteuid() == 0 {
 		var st unix.Stat_t
 		if err := unix.Fstat(int(dir.Fd()), &st); err != nil {
