@@ -29,6 +29,10 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	if err != nil {
 		return fail(err, true)
 	}
+	ht, err := r.pullHome(ctx, c, w.Folder, home)
+	if err != nil {
+		return fail(fmt.Errorf("home: %w", err), false)
+	}
 	tunnel := func(g net.Conn) {
 		defer g.Close()
 		rwc, err := r.o.Client.Tunnel(ctx, c)
@@ -72,6 +76,11 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	out.Guarded = res.Guarded
 	if err != nil {
 		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)
+	}
+	// A turn cut off (lease lost, shutdown) sends nothing; a retryable
+	// failure would have nothing committed anyway.
+	if ctx.Err() == nil && (out.Error == "" || out.Terminal) {
+		r.pushHome(ctx, c, ht, w.HomeLimits, &out)
 	}
 	return out
 }
