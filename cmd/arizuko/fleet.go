@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/config"
@@ -31,6 +32,8 @@ type FleetConfig struct {
 	// Require maps a folder to the runner labels its turns need, e.g.
 	// "acme" = ["kvm=true"]; a folder needs its own and its parents' labels.
 	Require map[string][]string `toml:"require"`
+	// Home bounds folder homes and their history, kept in the fleet's store.
+	Home HomeConfig `toml:"home"`
 }
 
 func (fc FleetConfig) validate() error {
@@ -39,6 +42,9 @@ func (fc FleetConfig) validate() error {
 	}
 	if fc.Replicas < 0 || fc.Replicas > 5 {
 		return fmt.Errorf("fleet.replicas %d: want 1 to 5 (default 3)", fc.Replicas)
+	}
+	if err := fc.Home.validate(); err != nil {
+		return err
 	}
 	for f, ls := range fc.Require {
 		if err := folder.Validate(f); err != nil {
@@ -67,7 +73,7 @@ func (fc FleetConfig) require(f string) []string {
 
 // startFleet connects to NATS, makes the fleet's streams and returns the
 // dispatcher that replaces the host's turn runner.
-func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate) (*dispatch.Dispatcher, func(), error) {
+func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, func(), error) {
 	if err := fc.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +91,9 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.
 		nc.Close()
 		return nil, nil, fmt.Errorf("fleet: %w", err)
 	}
-	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration})
+	s.Homes.Retention = fc.Home.retention()
+	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration,
+		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
 	return d, nc.Close, nil
 }

@@ -133,7 +133,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	var fleet *dispatch.Dispatcher
 	if tc.fleet.NATS != "" {
 		var err error
-		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate()); err != nil {
+		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate(), l.Registry()); err != nil {
 			cancel()
 			return nil, nil, err
 		}
@@ -157,9 +157,12 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
 	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	var homes homeKeeper = &localHomes{data: l.DataDir(), lim: tc.fleet.Home.limits}
 	if fleet != nil {
 		fleet.Register(core)
+		homes = fleetHomes{s: fleet.Homes(), lim: tc.fleet.Home.limits}
 	}
+	registerHomes(core, l, homes)
 	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		// Counts name tenants: the operator's and read tokens' alone.
 		if err := l.Gate().Check(r.Context(), service.Principal(r.Context()), "audit:read", ""); err != nil {

@@ -15,11 +15,15 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // ChunkSize is the most bytes of a file one chunk holds: under NATS's
 // default max_payload of 1 MiB, so a chunk is one JetStream message.
 const ChunkSize = 512 << 10
+
+// noFollow opens a file only if it is not a symlink.
+const noFollow = syscall.O_NOFOLLOW
 
 // Sentinel errors callers branch on.
 var (

@@ -121,7 +121,7 @@ func Scan(dir string, idx Index, lim Limits, put func(hash string, data []byte) 
 // chunkFile reads a regular file without following a symlink put in its
 // place, hashing each ChunkSize piece.
 func chunkFile(p string, buf []byte, put func(string, []byte) error) (int64, []string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return 0, nil, err
 	}
