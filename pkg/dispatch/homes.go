@@ -307,7 +307,7 @@ func (d *Dispatcher) commitHome(ctx context.Context, f *flight, o Outcome) (Outc
 	if fh.pending.Hash() != o.Home {
 		return OutcomeAck{}, fmt.Errorf("outcome names home %s, the manifest sent was %s: %w", o.Home, fh.pending.Hash(), service.ErrInvalid)
 	}
-	if o.Error != "" && !(o.Terminal && d.o.KeepFailed(f.item.Folder)) {
+	if (o.Error != "" || o.Exit != 0) && !(o.Terminal && d.o.KeepFailed(f.item.Folder)) {
 		return OutcomeAck{}, nil
 	}
 	v, err := d.o.Setup.Homes.Commit(ctx, f.item.Folder, *fh.pending, home.Version{Source: "turn", Turn: o.Turn, Attempt: o.Attempt})
