@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/home"
@@ -201,11 +202,28 @@ func (d *Dispatcher) handleHomeChunks(w http.ResponseWriter, r *http.Request) er
 		}
 	}
 	d.mu.Unlock()
+	// Reads from JetStream in parallel: a first fetch of a home of many
+	// small files is one round trip per chunk.
 	data := make([][]byte, len(in.Hashes))
-	for i, h := range in.Hashes {
-		if data[i], err = d.o.Setup.Homes.Chunk(r.Context(), h); err != nil {
-			return err
-		}
+	errs := make([]error, len(in.Hashes))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(in.Hashes), 16) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				data[i], errs[i] = d.o.Setup.Homes.Chunk(r.Context(), in.Hashes[i])
+			}
+		}()
+	}
+	for i := range in.Hashes {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	for _, b := range data {
@@ -309,6 +327,10 @@ func (d *Dispatcher) commitHome(ctx context.Context, f *flight, o Outcome) (Outc
 	}
 	if (o.Error != "" || o.Exit != 0) && !(o.Terminal && d.o.KeepFailed(f.item.Folder)) {
 		return OutcomeAck{}, nil
+	}
+	if fh.base.N > 0 && fh.base.Hash == o.Home {
+		// Nothing changed: no new version, and the runner's copy is current.
+		return OutcomeAck{HomeVersion: fh.base.N, HomeHash: fh.base.Hash}, nil
 	}
 	v, err := d.o.Setup.Homes.Commit(ctx, f.item.Folder, *fh.pending, home.Version{Source: "turn", Turn: o.Turn, Attempt: o.Attempt})
 	if err != nil {
