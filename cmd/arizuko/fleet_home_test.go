@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
@@ -229,4 +230,34 @@ func getText(t *testing.T, url, token string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// The single-host steps, then --nats: the agent the operator copied into the
+// control plane's <data>/homes/<folder> becomes the folder's first version,
+// and a runner with an empty disk runs it.
+func TestFleetHomeImportedFromControlPlaneDisk(t *testing.T) {
+	f := newFleet(t, map[string]string{"north": `exec python3 "$HOME/agent.py"`})
+	agent, err := os.ReadFile(filepath.Join("..", "..", "examples", "agents", "scripted", "agent.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := folder.EnsureHome(f.data, "north")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.py"), agent, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.stopCP(syscall.SIGTERM)
+	f.startCP()
+	f.startRunner("r1", f.runnerToken("r1"), 1)
+	f.turnDone("north", "hello", 1)
+	if rep := f.replies("north"); len(rep) != 1 || rep[0].Text != "echo: hello" {
+		t.Fatalf("replies %+v", rep)
+	}
+	var vs []home.Version
+	mustJSON(t, mustAz(t, f.env, "--json", "home", "log", "north"), &vs)
+	if len(vs) == 0 || vs[0].Source != "import" {
+		t.Errorf("log %+v, want the import first", vs)
+	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,4 +295,41 @@ func registerHomes(s *api.Server, l *service.Local, k homeKeeper) {
 			return api.WriteJSON(w, http.StatusOK, v)
 		},
 	})
+}
+
+// importLocalHomes commits, as each folder's first version, the home a
+// control plane kept on its own disk before it ran with --nats: an operator
+// who followed the single-host steps keeps the agent they copied there.
+// Folders that already have a version are left alone.
+func importLocalHomes(ctx context.Context, l *service.Local, s *home.Store, lim func(string) home.Limits) error {
+	fs, err := l.Store().ListFolders(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range fs {
+		lg, err := s.Log(ctx, f.Path)
+		if err != nil {
+			return err
+		}
+		if len(lg.Versions) > 0 {
+			continue
+		}
+		dir, err := folder.Home(l.DataDir(), f.Path)
+		if err != nil {
+			return err
+		}
+		if es, err := os.ReadDir(dir); err != nil || len(es) == 0 {
+			continue
+		}
+		m, _, _, err := home.Scan(dir, nil, lim(f.Path), func(_ string, b []byte) error { _, err := s.PutChunk(ctx, b); return err })
+		if err != nil {
+			return fmt.Errorf("import the home of %s: %w", f.Path, err)
+		}
+		v, err := s.Commit(ctx, f.Path, m, home.Version{Source: "import"})
+		if err != nil {
+			return err
+		}
+		slog.Info("home imported into the fleet's store", "folder", f.Path, "version", v.N, "files", v.Files, "size", v.Size, "from", dir)
+	}
+	return nil
 }

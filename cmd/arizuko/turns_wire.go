@@ -138,6 +138,10 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 			return nil, nil, err
 		}
 		runner = fleet
+		// Before the queue runs: a turn must not start from an empty home.
+		if err := importLocalHomes(ctx, l, fleet.Homes(), tc.fleet.Home.limits); err != nil {
+			slog.Error("homes on this host not imported into the fleet's store", "err", err)
+		}
 	}
 	q = turn.New(turn.Options{
 		Store: st, Gate: l.Gate(), Control: l, Gated: g, DataDir: l.DataDir(),

@@ -35,7 +35,7 @@ type Version struct {
 	N        int       `json:"n"`
 	Hash     string    `json:"hash"`     // the manifest's
 	Manifest []string  `json:"manifest"` // chunks holding the manifest's bytes
-	Source   string    `json:"source"`   // turn, push, restore
+	Source   string    `json:"source"`   // turn, push, restore, import
 	Turn     int64     `json:"turn,omitempty"`
 	Attempt  int       `json:"attempt,omitempty"`
 	From     int       `json:"from,omitempty"` // the version a restore brought back
