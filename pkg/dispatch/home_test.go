@@ -247,4 +247,3 @@ func readLeaseKV(p *plane) (Lease, error) {
 	}
 	return l, json.Unmarshal(e.Value(), &l)
 }
-
