@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -259,6 +260,11 @@ func (d *Dispatcher) handleHomeUpload(w http.ResponseWriter, r *http.Request) er
 		if err != nil {
 			return fmt.Errorf("upload: %v: %w", err, service.ErrInvalid)
 		}
+		if name := secretIn(f, b); name != "" {
+			err := fmt.Errorf("a chunk of folder %s's home holds the value of secret %s: secrets never enter the home store: %w", f.item.Folder, name, service.ErrInvalid)
+			d.refused(r.Context(), "home", runner, c, err)
+			return err
+		}
 		h, err := d.o.Setup.Homes.PutChunk(r.Context(), b)
 		if err != nil {
 			return err
@@ -380,4 +386,16 @@ func readFrame(r io.Reader, max int) ([]byte, error) {
 		return nil, fmt.Errorf("frame cut short: %w", err)
 	}
 	return b, nil
+}
+
+// secretIn names the injected secret whose value b holds, if any. Those
+// values reach the runner's proxy, never the guest, so a home holding one
+// is a runner that wrote it there; it is refused, not stored.
+func secretIn(f *flight, b []byte) string {
+	for _, sec := range f.job.Secrets {
+		if len(sec.Value) >= 8 && bytes.Contains(b, []byte(sec.Value)) {
+			return sec.Name
+		}
+	}
+	return ""
 }
