@@ -14,6 +14,7 @@ import (
 type homeTurn struct {
 	folder, dir string
 	base        map[string]bool // chunks the control plane already holds
+	fromIndex   bool            // base is the chunks of this host's index
 	stats       HomeStats
 }
 
@@ -38,13 +39,9 @@ func (r *Runner) pullHome(ctx context.Context, c Claim, folder, dir string) (*ho
 			return nil, fmt.Errorf("home of %s: the control plane sent no manifest for %s", folder, latest.Hash)
 		}
 		// The control plane holds every chunk of the version this host has;
-		// the index names them.
-		ht.base = map[string]bool{}
-		for _, ix := range cache.Index(folder) {
-			for _, h := range ix.Chunks {
-				ht.base[h] = true
-			}
-		}
+		// the index names them, and pushHome reads it (not here: reading a
+		// big index is most of an unchanged home's cost).
+		ht.fromIndex = true
 	} else {
 		if err := cache.SetClean(folder, ""); err != nil {
 			return nil, err
@@ -100,7 +97,16 @@ func (r *Runner) pushHome(ctx context.Context, c Claim, ht *homeTurn, lim home.L
 	cache := r.homeCache()
 	var send [][]byte
 	sent := map[string]bool{}
-	m, idx, _, err := home.Scan(ht.dir, cache.Index(ht.folder), lim, func(h string, b []byte) error {
+	idx := cache.Index(ht.folder)
+	if ht.fromIndex {
+		ht.base = map[string]bool{}
+		for _, ix := range idx {
+			for _, h := range ix.Chunks {
+				ht.base[h] = true
+			}
+		}
+	}
+	m, idx, _, err := home.Scan(ht.dir, idx, lim, func(h string, b []byte) error {
 		if ht.base[h] || sent[h] {
 			return nil
 		}
