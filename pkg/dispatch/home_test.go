@@ -247,3 +247,19 @@ func readLeaseKV(p *plane) (Lease, error) {
 	}
 	return l, json.Unmarshal(e.Value(), &l)
 }
+
+// Whole turns of the big home on one runner, message in to turn finished,
+// with an agent that does nothing but the one-file change: the first (every
+// chunk fetched, the home written out), an unchanged one, and a one-file
+// change (the home scanned with the index, one chunk sent, a version
+// committed). Run with -benchtime=1x: each step is reported once.
+func BenchmarkBigHomeTurns(b *testing.B) {
+	h := newBigHome(b)
+	for b.Loop() {
+		for _, step := range []struct{ name, write string }{{"first-ms", ""}, {"unchanged-ms", ""}, {"one-file-ms", "d42/f04242"}} {
+			start := time.Now()
+			h.turn(b, step.write)
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1000, step.name)
+		}
+	}
+}
