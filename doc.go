@@ -26,6 +26,7 @@
 //
 //	pkg/admin           the proxy daemon's admin API and state file
 //	pkg/fleet           the registry proxy replicas share through a JetStream KV bucket
+//	pkg/natsauth        NATS credentials and TLS, refused unless given or --insecure-nats
 //	pkg/runrec          run records (crackbox runs)
 //	pkg/logfile         append-only, size-capped log files
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 )
 
 // FleetConfig is the [fleet] section of arizuko.toml: turns run on runners
@@ -23,8 +24,14 @@ type FleetConfig struct {
 	// NATS is the cluster's URL list (nats://a:4222,nats://b:4222); "" runs
 	// turns on this host. --nats wins.
 	NATS string `toml:"nats"`
-	// Creds is a NATS credentials file (nkey or JWT) of this process.
+	// Creds is a NATS JWT credentials file (.creds) of this process.
 	Creds string `toml:"creds"`
+	// NKey is a NATS nkey seed file of this process, instead of Creds.
+	NKey string `toml:"nkey"`
+	// CA is a PEM file of the CAs of the NATS servers' TLS; "" = system roots.
+	CA string `toml:"ca"`
+	// insecure is --insecure-nats: no credentials or TLS required.
+	insecure bool
 	// LeaseTTL is how long a folder's lease outlives its runner (default 15s).
 	LeaseTTL config.Duration `toml:"lease_ttl"`
 	// Replicas of the stream and buckets (default 3).
@@ -57,6 +64,19 @@ func (fc FleetConfig) validate() error {
 	return nil
 }
 
+// auth is the NATS identity of this process; it refuses none unless
+// --insecure-nats, and says so loudly when it is.
+func (fc FleetConfig) auth(who string) (natsauth.Auth, error) {
+	a := natsauth.Auth{URL: fc.NATS, Creds: fc.Creds, NKey: fc.NKey, CA: fc.CA, Insecure: fc.insecure}
+	if err := a.Check("fleet.nkey or fleet.creds (--nats-nkey, --nats-creds)"); err != nil {
+		return a, fmt.Errorf("%s: %w", who, err)
+	}
+	if a.Insecure {
+		slog.Warn("fleet nats without required credentials or tls", "flag", natsauth.Flag)
+	}
+	return a, nil
+}
+
 // require is the labels a folder's runner must have.
 func (fc FleetConfig) require(f string) []string {
 	var out []string
@@ -77,7 +97,11 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.
 	if err := fc.validate(); err != nil {
 		return nil, nil, err
 	}
-	nc, err := dispatch.Connect(fc.NATS, fc.Creds, "arizuko-serve")
+	auth, err := fc.auth("arizuko serve")
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := dispatch.Connect(auth, "arizuko-serve")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,6 +47,9 @@ type fleetEnv struct {
 	client  *api.Client
 	mu      sync.Mutex
 	runners map[string]*runnerProc
+	// secure, when set, is the shipped NATS config's server: every process
+	// connects with its own identity over TLS. Unset, they pass --insecure-nats.
+	secure *natstest.Shipped
 }
 
 type runnerProc struct {
@@ -68,9 +71,30 @@ func newFleet(t *testing.T, folders map[string]string) *fleetEnv {
 // alone: the bridge address of simulated hosts, for runners in namespaces.
 func newFleetOn(t *testing.T, folders map[string]string, host string) *fleetEnv {
 	t.Helper()
-	f := &fleetEnv{t: t, nats: natstest.StartOn(t, 3, host), live: t.TempDir(), runners: map[string]*runnerProc{}}
+	return startFleetEnv(t, folders, host, false)
+}
+
+// newSecureFleet is newFleet on one node run from the shipped NATS config:
+// the control plane and each runner connect with their own nkey over TLS.
+// Runners must be named after the config's identities (runner-1, runner-2).
+func newSecureFleet(t *testing.T, folders map[string]string) *fleetEnv {
+	t.Helper()
+	return startFleetEnv(t, folders, "127.0.0.1", true)
+}
+
+func startFleetEnv(t *testing.T, folders map[string]string, host string, secure bool) *fleetEnv {
+	t.Helper()
+	f := &fleetEnv{t: t, live: t.TempDir(), runners: map[string]*runnerProc{}}
+	extra := ""
+	if secure {
+		f.secure = natstest.StartShipped(t, host)
+		f.nats = f.secure.Cluster
+		extra = fmt.Sprintf("nkey = %q\nca = %q\n", f.secure.Seed("control-plane"), f.secure.CA)
+	} else {
+		f.nats = natstest.StartOn(t, 3, host)
+	}
 	f.data, f.env = initData(t)
-	cfg := fmt.Sprintf("[fleet]\nnats = %q\nlease_ttl = %q\n", f.nats.URL(), fleetLeaseTTL.String())
+	cfg := fmt.Sprintf("[fleet]\nnats = %q\nlease_ttl = %q\n%s", f.nats.URL(), fleetLeaseTTL.String(), extra)
 	if err := os.WriteFile(filepath.Join(f.data, "arizuko.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +142,11 @@ func (f *fleetEnv) runnerToken(name string) string {
 func (f *fleetEnv) startCP() {
 	f.t.Helper()
 	f.cpLogs = &nettest.Buffer{}
-	f.cp = exec.Command(binary, "serve", "--listen", f.addr, "--log-level", "info")
+	args := []string{"serve", "--listen", f.addr, "--log-level", "info"}
+	if f.secure == nil {
+		args = append(args, "--insecure-nats")
+	}
+	f.cp = exec.Command(binary, args...)
 	f.cp.Env = f.env
 	f.cp.Stdout, f.cp.Stderr = f.cpLogs, f.cpLogs
 	if err := f.cp.Start(); err != nil {
@@ -159,7 +187,8 @@ func (f *fleetEnv) startRunnerIn(x *nettest.Host, name, token string, capacity i
 	}
 	f.mu.Unlock()
 	args := append([]string{"runner", "--nats", f.nats.URL(), "--server", "http://" + f.addr, "--token", token,
-		"--capacity", fmt.Sprint(capacity), "--unsafe-host-agent", "--log-level", "info"}, extra...)
+		"--capacity", fmt.Sprint(capacity), "--unsafe-host-agent", "--log-level", "info"}, f.runnerNATS(name)...)
+	args = append(args, extra...)
 	r.cmd = exec.Command(binary, args...)
 	if x != nil {
 		r.cmd = x.Command(binary, args...)
@@ -174,6 +203,15 @@ func (f *fleetEnv) startRunnerIn(x *nettest.Host, name, token string, capacity i
 	f.runners[name] = r
 	f.mu.Unlock()
 	return r
+}
+
+// runnerNATS are the NATS flags of runner name: its own identity on a
+// secure fleet, --insecure-nats otherwise.
+func (f *fleetEnv) runnerNATS(name string) []string {
+	if f.secure == nil {
+		return []string{"--insecure-nats"}
+	}
+	return []string{"--nats-nkey", f.secure.Seed(name), "--nats-ca", f.secure.CA}
 }
 
 // waitPulling waits until each named runner has started pulling turns.

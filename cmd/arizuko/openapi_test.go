@@ -74,7 +74,7 @@ const openapiAdmin = "0123456789abcdef0123"
 // fleetTurns is a pipeline whose turns go to a real one-node JetStream
 // cluster, so the daemon serves the fleet routes too.
 func fleetTurns(t *testing.T) TurnsConfig {
-	return TurnsConfig{fleet: FleetConfig{NATS: natstest.Start(t, 1).URL(), Replicas: 1}}
+	return TurnsConfig{fleet: FleetConfig{NATS: natstest.Start(t, 1).URL(), Replicas: 1, insecure: true}}
 }
 
 // Every route the daemon registers, the fleet's included, is in the document

@@ -14,12 +14,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 )
 
 // newRunnerCmd is `arizuko runner`: one host of the fleet.
 func newRunnerCmd(a *app) *cobra.Command {
 	var (
 		natsURL, creds string
+		nkey, ca       string
+		insecureNATS   bool
 		capacity       int
 		labels         []string
 		hostAgent      bool
@@ -44,7 +47,9 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 				return err
 			}
 			natsURL = firstNonEmpty(natsURL, cfg.Fleet.NATS)
-			creds = firstNonEmpty(creds, cfg.Fleet.Creds)
+			fc := cfg.Fleet
+			fc.NATS, fc.insecure = natsURL, insecureNATS
+			fc.Creds, fc.NKey, fc.CA = firstNonEmpty(creds, fc.Creds), firstNonEmpty(nkey, fc.NKey), firstNonEmpty(ca, fc.CA)
 			server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
 			token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
 			switch {
@@ -54,6 +59,10 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 				return fmt.Errorf("runner: pass --server (the control plane's URL) and --token (`arizuko token add NAME --kind runner`)")
 			case capacity < 1 || capacity > 1000:
 				return fmt.Errorf("runner: --capacity %d: want 1 to 1000", capacity)
+			}
+			auth, err := fc.auth("runner")
+			if err != nil {
+				return err
 			}
 			ls, err := dispatch.ParseLabels(labels)
 			if err != nil {
@@ -72,13 +81,16 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runRunner(ctx, natsURL, creds, &dispatch.Client{URL: server, Token: token},
+			return runRunner(ctx, auth, &dispatch.Client{URL: server, Token: token},
 				dispatch.RunnerOptions{Capacity: capacity, Labels: ls, Exec: exec, DataDir: cfg.DataDir})
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&natsURL, "nats", "", "NATS JetStream URL(s) (default fleet.nats)")
-	f.StringVar(&creds, "nats-creds", "", "NATS credentials file (default fleet.creds)")
+	f.StringVar(&creds, "nats-creds", "", "NATS JWT credentials file (default fleet.creds)")
+	f.StringVar(&nkey, "nats-nkey", "", "NATS nkey seed file (default fleet.nkey)")
+	f.StringVar(&ca, "nats-ca", "", "PEM CAs of the NATS servers' TLS (default fleet.ca)")
+	f.BoolVar(&insecureNATS, "insecure-nats", false, "let NATS go without credentials or TLS (anyone who reaches it could squat turns)")
 	f.IntVar(&capacity, "capacity", 1, "live turns (guests) on this host")
 	f.StringArrayVar(&labels, "label", nil, "a label folders may require, key=value (repeatable), e.g. kvm=true")
 	f.BoolVar(&hostAgent, "unsafe-host-agent", false, "run agents as host processes without a guest (tests only)")
@@ -87,7 +99,7 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 }
 
 // runRunner checks the token, waits for the fleet's streams and pulls turns until ctx ends.
-func runRunner(ctx context.Context, natsURL, creds string, cl *dispatch.Client, o dispatch.RunnerOptions) error {
+func runRunner(ctx context.Context, auth natsauth.Auth, cl *dispatch.Client, o dispatch.RunnerOptions) error {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	who, err := cl.Whoami(wctx)
 	cancel()
@@ -97,7 +109,7 @@ func runRunner(ctx context.Context, natsURL, creds string, cl *dispatch.Client, 
 	if err != nil {
 		return fmt.Errorf("runner: control plane %s: %w", cl.URL, err)
 	}
-	nc, err := dispatch.Connect(natsURL, creds, "arizuko-runner-"+who.Runner)
+	nc, err := dispatch.Connect(auth, "arizuko-runner-"+who.Runner)
 	if err != nil {
 		return err
 	}

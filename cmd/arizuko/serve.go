@@ -25,6 +25,7 @@ import (
 // newServeCmd is `arizuko serve`.
 func newServeCmd(a *app) *cobra.Command {
 	var listen, natsURL string
+	var insecureNATS bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the arizuko daemon (HTTP API)",
@@ -44,11 +45,13 @@ secrets.key_file or <data>/secrets.key names).`,
 				return err
 			}
 			cfg.Fleet.NATS = firstNonEmpty(natsURL, cfg.Fleet.NATS)
+			cfg.Fleet.insecure = insecureNATS
 			return serve(cmd.Context(), cfg, firstNonEmpty(listen, cfg.Server.Listen))
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
 	cmd.Flags().StringVar(&natsURL, "nats", "", "NATS JetStream URL(s): publish turns to `arizuko runner`s instead of running them here (default fleet.nats)")
+	cmd.Flags().BoolVar(&insecureNATS, "insecure-nats", false, "let the fleet's NATS go without credentials or TLS (anyone who reaches it could squat turns)")
 	return cmd
 }
 

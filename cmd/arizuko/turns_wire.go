@@ -16,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/dispatch"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -165,6 +166,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	if fleet != nil {
 		fleet.Register(core)
 		homes = fleetHomes{s: fleet.Homes(), lim: tc.fleet.Home.limits}
+		core.Note("fleet_nats", natsauth.Auth{Insecure: tc.fleet.insecure}.Describe())
 	}
 	registerHomes(core, l, homes)
 	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {

@@ -36,6 +36,7 @@ var proxyServeBinds = []flagBind{
 	{"allow", "proxy.allow"},
 	{"registry", "proxy.registry"},
 	{"replica", "proxy.replica"},
+	{"insecure-nats", "proxy.registry_insecure"},
 }
 
 func init() {
@@ -64,6 +65,7 @@ to proxy.drain_grace and exits 0.`,
 	f.String("client", "", "single-client mode: the client IP the --allow list applies to")
 	f.StringArray("allow", nil, "allowed host (repeatable): example.com, *.example.com, host:port")
 	f.String("registry", "", "NATS URLs of a registry shared by proxy replicas (JetStream KV); \"\" keeps it local")
+	f.Bool("insecure-nats", false, "let proxy.registry's NATS go without credentials or TLS (anyone who reaches it could widen egress)")
 	f.String("replica", "", "this replica's name in decision lines and logs (default: the host name)")
 	proxyCmd.AddCommand(serve)
 	root.AddCommand(proxyCmd)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/fleet"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 )
 
 // openRegistry fills the daemon's registry: from the configured single client
@@ -24,8 +25,13 @@ func (d *daemon) openRegistry(ctx context.Context) error {
 	if p.Registry == "" {
 		return d.setClient(d.cfg)
 	}
+	auth := natsauth.Auth{URL: p.Registry, Creds: p.RegistryCreds, NKey: p.RegistryNKey, CA: p.RegistryCA, Insecure: p.RegistryInsecure}
+	if err := auth.Check("proxy.registry_nkey or proxy.registry_creds"); err != nil {
+		return fmt.Errorf("proxy.registry: %w", err)
+	}
 	for _, f := range []struct{ key, path string }{
 		{"proxy.registry_creds", p.RegistryCreds}, {"proxy.registry_nkey", p.RegistryNKey}, {"proxy.registry_ca", p.RegistryCA},
+		{"proxy.registry_sign_key", p.RegistrySignKey},
 	} {
 		if f.path == "" {
 			continue
@@ -34,13 +40,26 @@ func (d *daemon) openRegistry(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", f.key, err)
 		}
 	}
+	if err := fleet.CheckSigners(p.RegistrySigners); err != nil {
+		return fmt.Errorf("proxy.registry_signers: %w", err)
+	}
+	o := fleet.Options{
+		URL: p.Registry, Creds: p.RegistryCreds, NKey: p.RegistryNKey, CA: p.RegistryCA, Insecure: p.RegistryInsecure,
+		Signers: p.RegistrySigners, Replica: d.replica, Registry: d.reg, Registerer: d.prom, Logger: d.log.With("replica", d.replica),
+	}
+	if p.RegistrySignKey != "" {
+		var err error
+		if o.Signer, err = fleet.LoadSigner(p.RegistrySignKey); err != nil {
+			return fmt.Errorf("proxy.registry_sign_key: %w", err)
+		}
+	}
+	if p.RegistryInsecure {
+		d.log.Warn("registry nats without required credentials or tls", "flag", natsauth.Flag, "nats", redactURLs(p.Registry))
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	fl, err := fleet.Open(ctx, fleet.Options{
-		URL: p.Registry, Creds: p.RegistryCreds, NKey: p.RegistryNKey, CA: p.RegistryCA,
-		Replica: d.replica, Registry: d.reg, Registerer: d.prom, Logger: d.log.With("replica", d.replica),
-	})
+	fl, err := fleet.Open(ctx, o)
 	urls := redactURLs(p.Registry)
 	switch {
 	case errors.Is(err, fleet.ErrAuth):
@@ -51,7 +70,8 @@ func (d *daemon) openRegistry(ctx context.Context) error {
 		return fmt.Errorf("proxy.registry %s: %w", urls, err)
 	}
 	d.fleet = fl
-	d.log.Info("registry shared", "replica", d.replica, "nats", urls, "bucket", fleet.DefaultBucket, "clients", len(d.reg.List()))
+	d.log.Info("registry shared", "replica", d.replica, "nats", urls, "bucket", fleet.DefaultBucket, "clients", len(d.reg.List()),
+		"signs", o.Signer != nil)
 	return nil
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nkeys"
+
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -27,6 +29,15 @@ type fleetReplica struct {
 
 func startReplica(t *testing.T, bin, natsURL, name string) *fleetReplica {
 	t.Helper()
+	return startReplicaWith(t, bin, natsURL, name, func(dir string) string {
+		return fmt.Sprintf("registry_insecure = true\nregistry_sign_key = %q\n", writeSignKey(t, dir))
+	})
+}
+
+// startReplicaWith is startReplica with the [proxy] lines of registry
+// identity and keys that auth returns, given the replica's dir.
+func startReplicaWith(t *testing.T, bin, natsURL, name string, auth func(dir string) string) *fleetReplica {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`[proxy]
 listen = "127.0.0.1:0"
@@ -37,11 +48,11 @@ drain_grace = "1s"
 decision_log = %q
 registry = %q
 replica = %q
-
+%s
 [admin]
 listen = "127.0.0.1:0"
 secret = "test-secret"
-`, filepath.Join(dir, "decisions.jsonl"), natsURL, name)
+`, filepath.Join(dir, "decisions.jsonl"), natsURL, name, auth(dir))
 	path := filepath.Join(dir, "crackbox.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,6 +60,25 @@ secret = "test-secret"
 	p := startDaemon(t, bin, cleanEnv(t), "--config", path)
 	m := p.waitLine(t, `msg="proxy serving" forward=(\S+) transparent=\S* admin=(\S+)`, 1)
 	return &fleetReplica{name: name, fwd: m[1], adm: m[2], dir: dir, proc: p}
+}
+
+// fleetSignSeed is the admin API key every test replica signs with.
+var fleetSignSeed = func() []byte {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		panic(err)
+	}
+	seed, _ := kp.Seed()
+	return seed
+}()
+
+func writeSignKey(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "registry-sign.nk")
+	if err := os.WriteFile(path, fleetSignSeed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // verdict fetches host through the replica's forward listener: the status
@@ -213,8 +243,11 @@ func TestProxyFleet(t *testing.T) {
 		for _, r := range reps {
 			eventually(t, r.name+" follows the registry again", func() bool {
 				_, body := r.admin(t, "GET", "/health", "")
-				return strings.Contains(body, `"registry": "ok"`)
+				return strings.Contains(body, `"registry": "ok"`) && strings.Contains(body, `"registry_nats": "insecure (--insecure-nats)`)
 			})
+			if !strings.Contains(r.proc.log(), "registry nats without required credentials or tls") {
+				t.Errorf("%s: --insecure-nats not named in the log", r.name)
+			}
 		}
 		eventually(t, "patch on r2 after NATS returns", func() bool {
 			c, _ := reps[1].admin(t, "PATCH", "/v1/clients/127.0.0.1", fmt.Sprintf(`{"add":["%s:%s"]}`, other, port))
@@ -254,16 +287,21 @@ func TestProxyFleetBadInput(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unreachable", []string{"--registry", dead}, []string{"proxy.registry " + dead, "no NATS server reachable"}},
-		{"wrong nkey", []string{"--registry", authURL}, []string{"proxy.registry " + authURL, "refused the credentials", "proxy.registry_nkey"}},
+		{"unreachable", []string{"--registry", dead, "--insecure-nats"}, []string{"proxy.registry " + dead, "no NATS server reachable"}},
+		{"wrong nkey", []string{"--registry", authURL, "--insecure-nats"}, []string{"proxy.registry " + authURL, "refused the credentials", "proxy.registry_nkey"}},
 		{"missing creds file", []string{"--registry", authURL}, []string{"proxy.registry_creds", "no such file"}},
 		{"not a NATS URL", []string{"--registry", "http://127.0.0.1:4222"}, []string{"proxy.registry", "nats://"}},
 		{"with a state file", []string{"--registry", dead}, []string{"proxy.state_file", "proxy.registry"}},
+		// Without credentials nothing is dialed: the refusal names the fix and the flag.
+		{"no credentials", []string{"--registry", authURL}, []string{"proxy.registry", "without credentials", "proxy.registry_nkey", "--insecure-nats"}},
+		{"credentials without tls", []string{"--registry", authURL}, []string{"proxy.registry", "TLS", "--insecure-nats"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := cleanEnv(t)
+			env := append(cleanEnv(t), "CRACKBOX_PROXY_REGISTRY_SIGN_KEY="+writeSignKey(t, t.TempDir()))
 			switch tc.name {
 			case "wrong nkey":
+				env = append(env, "CRACKBOX_PROXY_REGISTRY_NKEY="+seed)
+			case "credentials without tls":
 				env = append(env, "CRACKBOX_PROXY_REGISTRY_NKEY="+seed)
 			case "missing creds file":
 				env = append(env, "CRACKBOX_PROXY_REGISTRY_CREDS=/nonexistent/r.creds")

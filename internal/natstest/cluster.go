@@ -25,6 +25,9 @@ type Cluster struct {
 	host    string // where clients connect
 	opts    []*server.Options
 	servers []*server.Server
+	scheme  string // of client URLs; "" = nats
+	// clientOpts authenticate Connect and WaitReady (a Shipped node's control plane).
+	clientOpts []nats.Option
 }
 
 // Start runs an n-node JetStream cluster (n ≥ 1) and waits until it has a meta leader,
@@ -91,7 +94,7 @@ func (c *Cluster) startNode(i int) {
 // asked the way a client would: an account-info request through a connection.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
-	nc, err := nats.Connect(c.URL())
+	nc, err := nats.Connect(c.URL(), c.clientOpts...)
 	if err != nil {
 		c.t.Fatalf("natstest: connect: %v", err)
 	}
@@ -120,20 +123,27 @@ func (c *Cluster) WaitReady() {
 func (c *Cluster) URL() string {
 	var urls []string
 	for _, o := range c.opts {
-		urls = append(urls, fmt.Sprintf("nats://%s:%d", c.host, o.Port))
+		urls = append(urls, fmt.Sprintf("%s://%s:%d", c.urlScheme(), c.host, o.Port))
 	}
 	return strings.Join(urls, ",")
 }
 
 // NodeURL is the client URL of node i alone.
 func (c *Cluster) NodeURL(i int) string {
-	return fmt.Sprintf("nats://%s:%d", c.host, c.opts[i].Port)
+	return fmt.Sprintf("%s://%s:%d", c.urlScheme(), c.host, c.opts[i].Port)
+}
+
+func (c *Cluster) urlScheme() string {
+	if c.scheme == "" {
+		return "nats"
+	}
+	return c.scheme
 }
 
 // Connect opens a client connection to the whole cluster, closed when the test ends.
 func (c *Cluster) Connect(opts ...nats.Option) *nats.Conn {
 	c.t.Helper()
-	opts = append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
+	opts = append(append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, c.clientOpts...), opts...)
 	nc, err := nats.Connect(c.URL(), opts...)
 	if err != nil {
 		c.t.Fatalf("natstest: connect: %v", err)

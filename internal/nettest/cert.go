@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"testing"
 	"time"
 )
@@ -53,6 +54,11 @@ func NewCert(t testing.TB, cn string, names ...string) Cert {
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			leafTmpl.IPAddresses = append(leafTmpl.IPAddresses, ip)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -64,4 +70,15 @@ func NewCert(t testing.TB, cn string, names ...string) Cert {
 		Pool:  pool,
 		Leaf:  tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
 	}
+}
+
+// LeafPEM is the leaf's certificate and key as PEM, for servers that read files.
+func (c Cert) LeafPEM(t testing.TB) (cert, key []byte) {
+	t.Helper()
+	der, err := x509.MarshalPKCS8PrivateKey(c.Leaf.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Leaf.Certificate[0]}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
 }

@@ -25,6 +25,9 @@ type Shared interface {
 	// Status is nil while the replica follows the shared registry, else why
 	// not and since when; the replica keeps enforcing its last copy meanwhile.
 	Status() (since time.Time, err error)
+	// Transport says how the replica reaches the others, for /health: an
+	// operator must see a registry that runs without credentials or TLS.
+	Transport() string
 }
 
 // Record is the one shape a client is stored in: the API's bodies, the state
@@ -75,6 +78,7 @@ func (s *Server) sharedHealth(doc map[string]string) {
 	if s.opts.Shared == nil {
 		return
 	}
+	doc["registry_nats"] = s.opts.Shared.Transport()
 	since, err := s.opts.Shared.Status()
 	if err == nil {
 		doc["registry"] = "ok"

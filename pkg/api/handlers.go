@@ -15,6 +15,9 @@ func (s *Server) register() {
 	s.handle("/health", false, map[string]HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		doc := buildinfo.Get().Fields()
 		doc["status"] = "ok"
+		for k, v := range s.notes {
+			doc[k] = v
+		}
 		return WriteJSON(w, http.StatusOK, doc)
 	}})
 	s.registerOpenAPI()

@@ -33,6 +33,7 @@ type Server struct {
 	auth   Authenticator
 	mux    *http.ServeMux
 	routes []Route
+	notes  map[string]string // extra /health fields, set before serving
 }
 
 type token struct {
@@ -63,6 +64,15 @@ func NewServer(svc service.Service, tokens map[string]string) *Server {
 func (s *Server) WithTokens(a Authenticator) *Server {
 	s.auth = a
 	return s
+}
+
+// Note adds a field to /health: how the daemon runs where an operator must
+// see it (NATS without credentials, say). Call it before serving.
+func (s *Server) Note(key, value string) {
+	if s.notes == nil {
+		s.notes = map[string]string{}
+	}
+	s.notes[key] = value
 }
 
 // HandlerFunc serves one method of one route; an error becomes the envelope.

@@ -51,7 +51,16 @@ type Proxy struct {
 	RegistryCreds string `toml:"registry_creds"` // NATS JWT credentials file (.creds)
 	RegistryNKey  string `toml:"registry_nkey"`  // NATS nkey seed file
 	RegistryCA    string `toml:"registry_ca"`    // PEM CAs for the NATS servers' TLS
-	Replica       string `toml:"replica"`        // this replica's name in logs; "" is the host name
+	// RegistryInsecure lets the registry's NATS go without credentials or
+	// TLS (--insecure-nats): anyone who reaches it could widen egress.
+	RegistryInsecure bool `toml:"registry_insecure"`
+	// RegistrySignKey is the nkey seed file the admin API signs registry
+	// values with; a replica without it cannot edit the shared registry.
+	RegistrySignKey string `toml:"registry_sign_key"`
+	// RegistrySigners are the public nkeys whose values a replica enforces,
+	// besides its own RegistrySignKey's.
+	RegistrySigners []string `toml:"registry_signers"`
+	Replica         string   `toml:"replica"` // this replica's name in logs; "" is the host name
 }
 
 // Admin configures the proxy daemon's HTTP admin API.

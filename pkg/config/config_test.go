@@ -164,6 +164,9 @@ func TestInvalidValues(t *testing.T) {
 		{"run.snapshot", "yes", "auto, on, off"},
 		{"run.cache", "relative/dir", "absolute directory"},
 		{"log.level", "loud", "debug, info"},
+		{"proxy.registry", "nats://n1:4222", "proxy.registry_sign_key"},
+		{"proxy.registry_insecure", "maybe", "true or false"},
+		{"proxy.registry_sign_key", "/etc/k.nk", "without proxy.registry"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {

@@ -91,6 +91,12 @@ func setValue(v reflect.Value, s string) error {
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q: want true or false", s)
+		}
+		v.SetBool(b)
 	case reflect.Int:
 		if s == "" {
 			v.SetInt(0)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 )
 
 // Names in JetStream.
@@ -160,16 +161,17 @@ func ParseLabels(in []string) ([]string, error) {
 	return out, nil
 }
 
-// Connect dials NATS with reconnects that never give up: a runner or control
-// plane outlives a node restart. creds is a NATS credentials file ("" none).
-func Connect(url, creds, name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
-	nc, err := nats.Connect(url, opts...)
+// Connect dials NATS as a with reconnects that never give up: a runner or
+// control plane outlives a node restart.
+func Connect(a natsauth.Auth, name string) (*nats.Conn, error) {
+	auth, err := a.Options()
 	if err != nil {
-		return nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, err
+	}
+	opts := append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}, auth...)
+	nc, err := nats.Connect(a.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats %s: %w", a.URL, natsauth.Explain(err))
 	}
 	return nc, nil
 }

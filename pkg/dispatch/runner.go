@@ -112,10 +112,18 @@ func sleep(ctx context.Context, d time.Duration) {
 
 // advertise keeps this runner's capacity, load and labels in RunnerBucket.
 func (r *Runner) advertise(ctx context.Context) {
-	for {
+	for warned := false; ; {
 		b, _ := json.Marshal(Advert{ID: r.o.ID, Capacity: r.o.Capacity, Busy: int(r.busy.Load()), Labels: r.o.Labels})
-		if _, err := r.o.Setup.Runners.Put(ctx, r.o.ID, b); err != nil && ctx.Err() == nil {
-			r.o.Log.Debug("runner advert", "err", err)
+		_, err := r.o.Setup.Runners.Put(ctx, r.o.ID, b)
+		switch {
+		case err != nil && ctx.Err() == nil && !warned:
+			// The entry is keyed by the token's name so a NATS server can
+			// confine each runner to its own: a mismatch shows up here.
+			r.o.Log.Warn("runner entry not written; its NATS user must be allowed to publish its own key",
+				"subject", "$KV."+RunnerBucket+"."+r.o.ID, "err", err)
+			warned = true
+		case err == nil:
+			warned = false
 		}
 		select {
 		case <-ctx.Done():

@@ -25,13 +25,16 @@ func (f *Fleet) Register(c proxy.Client) error {
 		return fmt.Errorf("register client %q: no IP address: %w", c.ID, proxy.ErrInvalidClient)
 	}
 	c.IP = c.IP.Unmap()
-	val, err := encode(c)
+	key := keyOf(c.IP)
+	val, err := f.encode(key, c)
+	if errors.Is(err, ErrNoSigner) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("register client %q: %w: %w", c.ID, proxy.ErrInvalidClient, err)
 	}
 	ctx, cancel := f.editCtx()
 	defer cancel()
-	key := keyOf(c.IP)
 	rev, err := f.kv.Create(ctx, key, val)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("register client %q at %s: %w", c.ID, c.IP, proxy.ErrClientExists)
@@ -45,6 +48,10 @@ func (f *Fleet) Register(c proxy.Client) error {
 
 // Unregister removes the client at ip for every replica.
 func (f *Fleet) Unregister(ip netip.Addr) (bool, error) {
+	if f.opts.Signer == nil {
+		// A deletion carries no signature, but only the admin API's replicas edit.
+		return false, fmt.Errorf("unregister client at %s: %w: %w", ip, admin.ErrUnavailable, ErrNoSigner)
+	}
 	ctx, cancel := f.editCtx()
 	defer cancel()
 	key := keyOf(ip)
@@ -81,14 +88,14 @@ func (f *Fleet) Update(ip netip.Addr, add, remove []string) (proxy.Client, error
 		if err != nil {
 			return proxy.Client{}, unavailable("update", ip, err)
 		}
-		c, err := decode(key, e.Value())
+		c, err := f.decode(key, e.Value())
 		if err != nil {
 			return proxy.Client{}, fmt.Errorf("update client at %s: stored entry malformed: %w", ip, err)
 		}
 		if c.Allow, err = c.Allow.With(add, remove); err != nil {
 			return proxy.Client{}, fmt.Errorf("update client %q: %w", c.ID, err)
 		}
-		val, err := encode(c)
+		val, err := f.encode(key, c)
 		if err != nil {
 			return proxy.Client{}, err
 		}

@@ -17,9 +17,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/pkg/admin"
+	"github.com/crackbox/crackbox/pkg/natsauth"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -35,10 +37,18 @@ const DefaultBucket = "crackbox-registry"
 
 // Options configures a Fleet member.
 type Options struct {
-	URL      string // comma-separated NATS URLs; user:password@ is allowed
-	Creds    string // JWT credentials file; "" = none
-	NKey     string // nkey seed file; "" = none
-	CA       string // PEM CAs for the servers' TLS; "" = system roots
+	URL   string // comma-separated NATS URLs; user:password@ is allowed
+	Creds string // JWT credentials file; "" = none
+	NKey  string // nkey seed file; "" = none
+	CA    string // PEM CAs for the servers' TLS; "" = system roots
+	// Insecure connects without requiring TLS (--insecure-nats).
+	Insecure bool
+	// Signer signs the values this replica's admin API writes; nil leaves
+	// the replica unable to edit the registry.
+	Signer nkeys.KeyPair
+	// Signers are the public nkeys whose values the replica enforces,
+	// besides Signer's own.
+	Signers  []string
 	Bucket   string // "" = DefaultBucket
 	Replica  string // names the NATS connection
 	Registry *proxy.Registry
@@ -62,6 +72,8 @@ type Fleet struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	m      metrics
+	// trusted are the public keys a value's signature must verify under.
+	trusted []string
 
 	mu    sync.Mutex
 	revs  map[string]uint64 // last revision applied per key, deletions included
@@ -88,7 +100,11 @@ func Open(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	f := &Fleet{
+	trusted, err := trustedKeys(opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{trusted: trusted,
 		opts: opts, log: opts.Logger, reg: opts.Registry,
 		resync: make(chan struct{}, 1), synced: make(chan struct{}), done: make(chan struct{}),
 		revs: map[string]uint64{}, m: newMetrics(opts.Registerer),
@@ -134,20 +150,11 @@ func (f *Fleet) connect() error {
 			f.requestResync()
 		}),
 	}
-	if f.opts.Creds != "" {
-		o = append(o, nats.UserCredentials(f.opts.Creds))
+	auth, err := natsauth.Auth{Creds: f.opts.Creds, NKey: f.opts.NKey, CA: f.opts.CA, Insecure: f.opts.Insecure}.Options()
+	if err != nil {
+		return err
 	}
-	if f.opts.NKey != "" {
-		opt, err := nats.NkeyOptionFromSeed(f.opts.NKey)
-		if err != nil {
-			return fmt.Errorf("nkey seed file %s: %w", f.opts.NKey, err)
-		}
-		o = append(o, opt)
-	}
-	if f.opts.CA != "" {
-		o = append(o, nats.RootCAs(f.opts.CA))
-	}
-	nc, err := nats.Connect(f.opts.URL, o...)
+	nc, err := nats.Connect(f.opts.URL, append(o, auth...)...)
 	switch {
 	case err == nil:
 		f.nc = nc
@@ -158,7 +165,26 @@ func (f *Fleet) connect() error {
 	case errors.Is(err, nats.ErrNoServers):
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	return err
+	return natsauth.Explain(err)
+}
+
+// trustedKeys are Signers and Signer's public key; a replica must trust one.
+func trustedKeys(o Options) ([]string, error) {
+	if err := CheckSigners(o.Signers); err != nil {
+		return nil, fmt.Errorf("fleet: registry signer: %w", err)
+	}
+	keys := append([]string(nil), o.Signers...)
+	if o.Signer != nil {
+		pub, err := o.Signer.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("fleet: registry signing key: %w", err)
+		}
+		keys = append(keys, pub)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("fleet: no registry signing key and no trusted signer: a replica enforces only signed values")
+	}
+	return keys, nil
 }
 
 // openBucket binds the bucket, creating it with three replicas, or one when
@@ -210,6 +236,11 @@ func (f *Fleet) Status() (time.Time, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.since, f.why
+}
+
+// Transport says whether NATS credentials and TLS were required.
+func (f *Fleet) Transport() string {
+	return natsauth.Auth{Insecure: f.opts.Insecure}.Describe()
 }
 
 // degrade records that the replica stopped following; the first cause and

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/internal/natstest"
@@ -20,9 +22,24 @@ import (
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
+// testSigner is the admin API's key of every replica open makes.
+var testSigner = func() nkeys.KeyPair {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		panic(err)
+	}
+	return kp
+}()
+
+// open starts a replica on an unauthenticated test cluster; it signs with
+// testSigner unless o names signers of its own.
 func open(t testing.TB, url string, o Options) *Fleet {
 	t.Helper()
 	o.URL = url
+	o.Insecure = true
+	if o.Signer == nil && o.Signers == nil {
+		o.Signer = testSigner
+	}
 	if o.Registry == nil {
 		o.Registry = proxy.NewRegistry()
 	}
@@ -95,7 +112,11 @@ func TestMalformedEntries(t *testing.T) {
 		"c.not-an-ip": `{"ip":"10.0.0.8","id":"x","allowlist":["a.test"]}`,
 		"other":       `{"ip":"10.0.0.9","id":"x","allowlist":["a.test"]}`,
 	} {
-		if _, err := kv.Put(ctx, key, []byte(val)); err != nil {
+		v := []byte(val)
+		if json.Valid(v) {
+			v = sealed(t, testSigner, key, val) // signed, so the record itself is what is malformed
+		}
+		if _, err := kv.Put(ctx, key, v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +129,7 @@ func TestMalformedEntries(t *testing.T) {
 	if n := counter(t, prom, "crackbox_registry_entries_skipped_total"); n != 6 {
 		t.Errorf("skipped %v entries, want 6", n)
 	}
-	if _, err := kv.Put(ctx, "c.10.0.0.2", []byte(`{"ip":"10.0.0.2","id":"x","allowlist":[1]}`)); err != nil {
+	if _, err := kv.Put(ctx, "c.10.0.0.2", sealed(t, testSigner, "c.10.0.0.2", `{"ip":"10.0.0.2","id":"x","allowlist":[1]}`)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a client whose entry turned malformed is refused", func() bool {
@@ -157,6 +178,7 @@ func TestOpenBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Registry = proxy.NewRegistry()
+			tc.o.Insecure, tc.o.Signer = true, testSigner
 			tc.o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			if _, err := Open(context.Background(), tc.o); !errors.Is(err, tc.want) {
 				t.Fatalf("open: %v, want %v", err, tc.want)

@@ -92,7 +92,7 @@ func (f *Fleet) adopt(entries map[string]jetstream.KeyValueEntry) {
 		if e.Operation() != jetstream.KeyValuePut {
 			continue
 		}
-		c, err := decode(key, e.Value())
+		c, err := f.decode(key, e.Value())
 		if err != nil {
 			f.skip(key, e.Revision(), err)
 			continue
@@ -124,7 +124,7 @@ func (f *Fleet) apply(e jetstream.KeyValueEntry) {
 		f.reg.Unregister(ip)
 		return
 	}
-	c, err := decode(key, e.Value())
+	c, err := f.decode(key, e.Value())
 	if err != nil {
 		// The entry's last good version is stale now: refuse the address
 		// rather than keep enforcing what the bucket no longer says.

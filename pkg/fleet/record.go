@@ -45,24 +45,35 @@ func ipOf(key string) (netip.Addr, error) {
 	return ip.Unmap(), nil
 }
 
-// encode is the bucket value of c: the same record the admin API and state
-// file use.
-func encode(c proxy.Client) ([]byte, error) {
+// encode is the bucket value of c under key: the same record the admin API
+// and state file use, signed by this replica's key.
+func (f *Fleet) encode(key string, c proxy.Client) ([]byte, error) {
 	if !c.Secrets.Empty() {
 		return nil, fmt.Errorf("client %q has secrets: %w; register secrets per replica or leave them out", c.ID, ErrSecrets)
 	}
+	if f.opts.Signer == nil {
+		return nil, fmt.Errorf("client %q: %w: %w; edit the registry through a replica with proxy.registry_sign_key", c.ID, admin.ErrUnavailable, ErrNoSigner)
+	}
 	b, err := json.Marshal(admin.Record(c))
-	if err == nil && len(b) > MaxValue {
+	if err != nil {
+		return nil, err
+	}
+	if b, err = seal(f.opts.Signer, key, b); err == nil && len(b) > MaxValue {
 		err = fmt.Errorf("client %q: record is %d bytes, at most %d: %w; shorten its allowlist", c.ID, len(b), MaxValue, ErrTooLarge)
 	}
 	return b, err
 }
 
-// decode parses a bucket value strictly: a field it does not know could be a
-// restriction it would fail to enforce, so such a record is malformed.
-func decode(key string, data []byte) (proxy.Client, error) {
+// decode parses a bucket value strictly: a value no trusted key signed, or
+// a field it does not know (a restriction it would fail to enforce) is
+// malformed.
+func (f *Fleet) decode(key string, data []byte) (proxy.Client, error) {
 	if len(data) > MaxValue {
 		return proxy.Client{}, fmt.Errorf("value is %d bytes, at most %d: %w", len(data), MaxValue, ErrTooLarge)
+	}
+	data, err := unseal(f.trusted, key, data)
+	if err != nil {
+		return proxy.Client{}, err
 	}
 	var r admin.ClientJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
