@@ -116,6 +116,7 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.
 		return nil, nil, fmt.Errorf("fleet: %w", err)
 	}
 	s.Homes.Retention = fc.Home.retention()
+	go collectHomes(ctx, s.Homes)
 	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration,
 		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())

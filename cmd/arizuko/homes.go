@@ -333,3 +333,23 @@ func importLocalHomes(ctx context.Context, l *service.Local, s *home.Store, lim 
 	}
 	return nil
 }
+
+// collectHomes removes, every hour until ctx ends, the chunks no kept
+// version of any folder names any more.
+func collectHomes(ctx context.Context, s *home.Store) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Collect(ctx, home.DefaultCollectGrace)
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("home chunks not collected", "err", err)
+		} else if n > 0 {
+			slog.Info("home chunks collected", "removed", n)
+		}
+	}
+}

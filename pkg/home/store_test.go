@@ -98,3 +98,54 @@ func TestRetention(t *testing.T) {
 		}
 	}
 }
+
+// Chunks of pruned versions go once past the grace; chunks a kept version
+// names stay, and so do recent ones no version names yet.
+func TestCollect(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	s.Retention = Retention{Keep: 1, Age: time.Nanosecond}
+	put := func(body string) Manifest {
+		h, err := s.PutChunk(ctx, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Manifest{[]Entry{file("f", int64(len(body)), h)}}
+	}
+	old := put("old content")
+	if _, err := s.Commit(ctx, "acme", old, Version{Source: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	cur := put("current content")
+	if _, err := s.Commit(ctx, "acme", cur, Version{Source: "push"}); err != nil {
+		t.Fatal(err)
+	}
+	pending := put("uploaded for a running turn")
+	if n, err := s.Collect(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("within the grace: removed %d, %v", n, err)
+	}
+	n, err := s.Collect(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old file's chunk and the old version's manifest chunk, and the
+	// pending chunk (past a grace of 0).
+	if n != 3 {
+		t.Errorf("removed %d chunks, want 3", n)
+	}
+	for _, c := range []struct {
+		m    Manifest
+		kept bool
+	}{{old, false}, {cur, true}, {pending, false}} {
+		ok, err := s.HasChunk(ctx, c.m.Entries[0].Chunks[0])
+		if err != nil || ok != c.kept {
+			t.Errorf("chunk of %+v kept=%v (%v), want %v", c.m.Entries[0], ok, err, c.kept)
+		}
+	}
+	l, _ := s.Log(ctx, "acme")
+	if v, _ := l.Latest(); len(l.Versions) != 1 {
+		t.Fatalf("log %+v", l)
+	} else if _, err := s.Manifest(ctx, v); err != nil {
+		t.Errorf("the kept version's manifest: %v", err)
+	}
+}
