@@ -49,7 +49,7 @@ func depsOf(t *testing.T, target string) []string {
 // agent from npm); make test installs both, each with one command on a fresh machine.
 func TestDemoInstallsOnlyWhatRunningNeeds(t *testing.T) {
 	running := []string{"qemu-system-x86", "linux-source-6.1", "build-essential", "flex", "bison", "nftables"}
-	testOnly := []string{"chromium", "chromium-driver", "postgresql", "nodejs", "npm", "npm:@anthropic-ai/claude-code"}
+	testOnly := []string{"chromium", "chromium-driver", "postgresql", "postfix", "dovecot-imapd", "nodejs", "npm", "npm:@anthropic-ai/claude-code"}
 	demo, test := depsOf(t, "demo"), depsOf(t, "test")
 	for _, p := range running {
 		if !slices.Contains(demo, p) || !slices.Contains(test, p) {

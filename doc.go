@@ -45,7 +45,13 @@
 //	pkg/home            folder homes as content-addressed chunks: scan, sync, history in JetStream
 //	pkg/gated           the per-folder MCP server
 //	pkg/delivery        outbound delivery
+//	pkg/adapter         the adapter contract: wire types, signature, handler, conformance kit
+//	pkg/slackadapter    the Slack adapter (Events API in, chat.postMessage out)
+//	pkg/slackadapter/slacktest  a loopback stand-in for the Slack Web API it uses
 //	pkg/webchat         the web chat page
+//	pkg/hook            webhooks: a POST to /hook/<token> becomes a message
+//	pkg/schedule        scheduled turns: cron firing, once per due time
+//	pkg/email           the email channel: IMAP in, SMTP replies, verified senders
 //	pkg/webdriver       the WebDriver client the web chat's browser test drives
 //
 // Inside the guest (guestfs/init, PID 1 of every guest):
@@ -59,6 +65,7 @@
 //	internal/nettest    loopback listeners, echo, TLS and DNS upstreams, busy ports, a safe buffer
 //	internal/natstest   an in-process JetStream cluster
 //	internal/pgtest     a throwaway PostgreSQL cluster
+//	internal/mailtest   throwaway postfix and dovecot on loopback ports
 //	internal/proctest   a test's own child processes (the share servers a run starts)
 //	internal/testreq    skip or fail on a missing prerequisite
 //	internal/testsum    make test's summary line

@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages crackbox needs. With no argument (make deps,
 # make demo): what running crackbox needs, QEMU, the guest kernel's build tools and
 # nftables. With "test" (make test-deps, make test): that plus what the test suite
-# drives, Chromium, PostgreSQL, Node and Claude Code. --list prints the packages the
+# drives, Chromium, PostgreSQL, postfix and dovecot, Node and Claude Code. --list prints the packages the
 # mode wants and installs nothing. Skips apt entirely when everything is already there.
 set -euo pipefail
 mode=run list=
@@ -22,9 +22,10 @@ if [ "$mode" = test ]; then
   # qemu-img and busybox build test guests; lz4 unpacks the Debian kernel (make
   # debian-kernel); systemd-analyze checks the units; chromium drives the browser tests;
   # internal/pgtest starts throwaway PostgreSQL clusters for the store tests; the
-  # workdir tests make a venv and a git repository in a guest.
+  # workdir tests make a venv and a git repository in a guest; internal/mailtest
+  # starts throwaway postfix and dovecot for the email channel's tests.
   pkgs+=(qemu-utils busybox-static wget git python3 python3-pip python3-venv lz4 openssl systemd
-    chromium chromium-driver nodejs npm postgresql)
+    chromium chromium-driver nodejs npm postgresql postfix dovecot-imapd)
   # Claude Code, the agent the guest tests start (cmd/crackbox, pkg/turn), from the npm
   # registry like any user's install.
   npm_pkgs=(@anthropic-ai/claude-code)

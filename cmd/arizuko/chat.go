@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/crackbox/crackbox/pkg/delivery"
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -61,6 +60,7 @@ type chatSession struct {
 
 	since    int64 // the folder's newest turn when the session began
 	undeliv  int   // messages that reached no folder
+	lines    int   // lines posted, numbering their idempotency keys
 	lastSent int64 // id of the newest message posted that a turn must answer
 	answered bool  // a reply or notice arrived since the last line was posted
 	// queue holds piped lines not yet posted: without a terminal each line
@@ -71,39 +71,59 @@ type chatSession struct {
 
 	mu        sync.Mutex
 	typing    bool
-	announced bool // without a terminal, say "typing" once per line sent
-	replies   chan delivery.Payload
+	announced bool        // without a terminal, say "typing" once per line sent
+	replies   chan string // texts the daemon delivered
 }
 
-// serveAdapter listens on loopback for the daemon's POST /send.
-func (c *chatSession) serveAdapter(ctx context.Context) (string, func(), error) {
+// serveAdapter listens on loopback for the daemon's calls, as the adapter
+// contract says: signed with secret, deduplicated on their keys.
+func (c *chatSession) serveAdapter(secret string) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /send", func(w http.ResponseWriter, r *http.Request) {
-		var p delivery.Payload
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&p); err != nil {
-			http.Error(w, "malformed payload", http.StatusBadRequest)
-			return
-		}
-		if p.ChatJID != c.chat {
-			// Not ours: a 4xx makes the daemon retry it later, maybe with its own adapter.
-			http.Error(w, "unknown chat "+p.ChatJID, http.StatusNotFound)
-			return
-		}
-		c.replies <- p
-		w.WriteHeader(http.StatusNoContent)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	h := &adapter.Handler{Secret: secret,
+		Send: func(ctx context.Context, d adapter.Delivery) (string, error) {
+			if d.ChatJID != c.chat {
+				// Not ours: the daemon retries it later, maybe with its own adapter.
+				return "", fmt.Errorf("chat %s: %w", d.ChatJID, adapter.ErrUnknownChat)
+			}
+			if err := c.deliver(ctx, d.Text); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s:%d", c.platform, d.ID), nil
+		},
+		Edit: func(ctx context.Context, e adapter.Edit, _ string) error {
+			return c.deliver(ctx, "(edited) "+e.Text)
+		},
+		Typing: func(_ context.Context, t adapter.Typing) error {
+			if t.ChatJID == c.chat {
+				c.setTyping(t.Typing)
+			}
+			return nil
+		},
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
 }
 
+// deliver hands a text to the printing loop; a session that stopped
+// reading fails the call, and the daemon keeps the message.
+func (c *chatSession) deliver(ctx context.Context, text string) error {
+	select {
+	case c.replies <- text:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("the terminal is not reading its replies")
+	}
+}
+
 // run chats until the input ends or ctx is cancelled.
 func (c *chatSession) run(ctx context.Context) error {
-	c.replies = make(chan delivery.Payload, 16)
+	c.replies = make(chan string, 16)
 	if c.platform == "" {
 		p, err := newChatPlatform()
 		if err != nil {
@@ -111,12 +131,17 @@ func (c *chatSession) run(ctx context.Context) error {
 		}
 		c.platform = p
 	}
-	cb, stop, err := c.serveAdapter(ctx)
+	var key [24]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return err
+	}
+	secret := hex.EncodeToString(key[:])
+	cb, stop, err := c.serveAdapter(secret)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/adapters", store.Adapter{Platform: c.platform, CallbackURL: cb}, nil); err != nil {
+	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/adapters", store.Adapter{Platform: c.platform, CallbackURL: cb, Secret: secret}, nil); err != nil {
 		return fmt.Errorf("register the terminal adapter: %w", err)
 	}
 	// Unregister even when ctx is cancelled (Ctrl-C), so no callback to a
@@ -146,7 +171,7 @@ func (c *chatSession) run(ctx context.Context) error {
 		case p := <-c.replies:
 			c.setTyping(false)
 			c.answered = true
-			fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
+			fmt.Fprintf(c.out, "%s> %s\n", c.folder, p)
 		case l, ok := <-lines:
 			if !ok {
 				// Input ended: wait for the answer to what was sent last.
@@ -188,7 +213,7 @@ func (c *chatSession) run(ctx context.Context) error {
 				for {
 					select {
 					case p := <-c.replies:
-						fmt.Fprintf(c.out, "%s> %s\n", c.folder, p.Text)
+						fmt.Fprintf(c.out, "%s> %s\n", c.folder, p)
 						c.answered, wait = true, c.poll
 						continue
 					case <-time.After(wait):
@@ -206,7 +231,16 @@ func (c *chatSession) post(ctx context.Context, line string) bool {
 	var ing service.Ingest
 	in := c.msg
 	in.ChatJID, in.Text, in.Sender, in.Platform, in.Adapter = c.chat, line, c.sender, chatPlatform, c.platform
-	if err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
+	// Each line's key is the session's adapter and its number: a POST
+	// whose answer was lost is sent again and stored once.
+	c.lines++
+	in.PlatformID = fmt.Sprintf("%s.%d", c.platform, c.lines)
+	err := daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing)
+	for try := 1; try < 3 && err != nil && !isAPIError(err) && ctx.Err() == nil; try++ {
+		time.Sleep(time.Duration(try) * c.poll)
+		err = daemonCall(ctx, c.base, c.token, http.MethodPost, "/v1/messages", in, &ing)
+	}
+	if err != nil {
 		fmt.Fprintf(c.status, "not sent: %v\n", err)
 		c.undeliv++
 		return false
@@ -224,6 +258,13 @@ func (c *chatSession) post(ctx context.Context, line string) bool {
 	}
 	c.lastSent = max(c.lastSent, ing.Message.ID)
 	return true
+}
+
+// isAPIError is an answer of the daemon (a refusal, not a lost request),
+// which sending again would not change.
+func isAPIError(err error) bool {
+	var se *service.Error
+	return errors.As(err, &se)
 }
 
 // busy reports whether what was sent is still unanswered: no turn has

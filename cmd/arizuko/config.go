@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/config"
+	"github.com/crackbox/crackbox/pkg/email"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/secrets"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -32,6 +33,8 @@ type Config struct {
 	// Limits bound each tenant's folders, routes, grants, observe edges
 	// and messages per minute.
 	Limits service.Limits `toml:"limits"`
+	// Email is the email channel `arizuko serve` runs when enabled.
+	Email email.Config `toml:"email"`
 
 	file string
 	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and
@@ -150,7 +153,8 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 		key string
 		v   int
 	}{{"folders", c.Limits.Folders}, {"routes", c.Limits.Routes}, {"grants", c.Limits.Grants},
-		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute}} {
+		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute},
+		{"hooks", c.Limits.Hooks}, {"schedules", c.Limits.Schedules}} {
 		if k.v < 0 {
 			return nil, fmt.Errorf("%s: limits.%s %d: want 0 (no limit) or more", path, k.key, k.v)
 		}

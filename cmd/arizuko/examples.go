@@ -23,6 +23,11 @@ arizuko serve --data /var/lib/arizuko --log-level debug
 arizuko serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222`,
 	"arizuko runner": `arizuko token add kvm-host-1 --kind runner
 arizuko runner --nats nats://n1:4222,nats://n2:4222 --server https://arizuko.internal:7480 --token azk_… --capacity 4 --label kvm=true`,
+	"arizuko adapter": `arizuko adapter test http://127.0.0.1:7490/arizuko --secret "$SECRET" --chat slack:C0123/1700000000.000100
+SLACK_SIGNING_SECRET=… SLACK_BOT_TOKEN=xoxb-… arizuko adapter slack --listen 127.0.0.1:7490`,
+	"arizuko adapter test": `ARIZUKO_ADAPTER_SECRET=… arizuko adapter test http://127.0.0.1:7490/arizuko --chat slack:C0123/1700000000.000100`,
+	"arizuko adapter slack": `SLACK_SIGNING_SECRET=… SLACK_BOT_TOKEN=xoxb-… arizuko adapter slack --listen 127.0.0.1:7490
+arizuko adapter slack --listen 0.0.0.0:7490 --callback http://slack-adapter.internal:7490   # the daemon elsewhere`,
 	"arizuko chat": `arizuko chat demo
 arizuko chat corp/eng --topic release`,
 	"arizuko folder": `arizuko folder add demo --agent "python3 /home/node/agent.py"
@@ -93,10 +98,23 @@ arizuko observe ls acme               # what acme observes`,
 arizuko token ls`,
 	"arizuko token add": `arizuko token add grafana --kind read
 arizuko token add slack-bot --kind adapter --platform slack`,
-	"arizuko token ls":   `arizuko token ls --json`,
-	"arizuko token rm":   `arizuko token rm grafana`,
-	"arizuko turns ls":   `arizuko turns ls --json`,
-	"arizuko turns show": `arizuko turns show 12`,
+	"arizuko token ls": `arizuko token ls --json`,
+	"arizuko hook": `arizuko hook add corp/eng --secret
+arizuko hook ls`,
+	"arizuko hook add": `arizuko hook add corp/eng --secret      # GitHub: Content type JSON, Secret as printed
+arizuko hook add alerts --per-minute 10
+curl -d 'disk full on db1' -H 'Content-Type: text/plain' http://127.0.0.1:7480/hook/azh_…`,
+	"arizuko hook ls": `arizuko hook ls --json`,
+	"arizuko hook rm": `arizuko hook rm 3`,
+	"arizuko schedule": `arizuko schedule add corp/eng "0 9 * * 1-5" "Summarize yesterday's issues" --tz Europe/Prague
+arizuko schedule ls`,
+	"arizuko schedule add": `arizuko schedule add corp/eng "0 9 * * 1-5" "Summarize yesterday's issues" --tz Europe/Prague
+arizuko schedule add ops @hourly "Check the backup log"`,
+	"arizuko schedule ls": `arizuko schedule ls --json`,
+	"arizuko schedule rm": `arizuko schedule rm 2`,
+	"arizuko token rm":    `arizuko token rm grafana`,
+	"arizuko turns ls":    `arizuko turns ls --json`,
+	"arizuko turns show":  `arizuko turns show 12`,
 }
 
 // folderArgs are the commands whose first argument is a folder; chatArgs those

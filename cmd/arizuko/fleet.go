@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/gated"
 	"github.com/crackbox/crackbox/pkg/natsauth"
+	"github.com/crackbox/crackbox/pkg/schedule"
 )
 
 // FleetConfig is the [fleet] section of arizuko.toml: turns run on runners
@@ -92,33 +94,57 @@ func (fc FleetConfig) require(f string) []string {
 }
 
 // startFleet connects to NATS, makes the fleet's streams and returns the
-// dispatcher that replaces the host's turn runner.
-func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, func(), error) {
+// dispatcher that replaces the host's turn runner, and the claims that let
+// one control plane of the fleet fire each schedule's due time.
+func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, schedule.Claimer, func(), error) {
+	d, js, stop, err := startDispatch(ctx, fc, g, gate, reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	replicas := fc.Replicas
+	if replicas == 0 {
+		replicas = dispatch.DefaultReplicas
+	}
+	host, _ := os.Hostname()
+	name := fmt.Sprintf("%s:%d", host, os.Getpid())
+	c, err := schedule.OpenClaimer(ctx, js, replicas, name)
+	if err != nil && replicas > 1 {
+		slog.Warn("schedule claims with one replica: the nats cluster refused more", "replicas", replicas, "err", err)
+		c, err = schedule.OpenClaimer(ctx, js, 1, name)
+	}
+	if err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("fleet: %w", err)
+	}
+	return d, c, stop, nil
+}
+
+func startDispatch(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, jetstream.JetStream, func(), error) {
 	if err := fc.validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	auth, err := fc.auth("arizuko serve")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	nc, err := dispatch.Connect(auth, "arizuko-serve")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s, err := dispatch.Ensure(ctx, js, fc.LeaseTTL.Duration, fc.Replicas, slog.Default())
 	if err != nil {
 		nc.Close()
-		return nil, nil, fmt.Errorf("fleet: %w", err)
+		return nil, nil, nil, fmt.Errorf("fleet: %w", err)
 	}
 	s.Homes.Retention = fc.Home.retention()
 	go collectHomes(ctx, s.Homes)
 	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration,
 		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
-	return d, nc.Close, nil
+	return d, js, nc.Close, nil
 }

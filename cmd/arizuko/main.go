@@ -55,7 +55,8 @@ otherwise open the data dir directly.`,
 		newSendCmd(a), newResolveCmd(a), newMessagesCmd(a),
 		newFolderCmd(a), newRouteCmd(a), newNetworkCmd(a), newSecretCmd(a),
 		newGrantCmd(a), newAuditCmd(a), newObserveCmd(a), newTokenCmd(a), newTurnsCmd(a),
-		newManPagesCmd(), newRunnerCmd(a), newHomeCmd(a),
+		newHookCmd(a), newScheduleCmd(a),
+		newManPagesCmd(), newRunnerCmd(a), newAdapterCmd(a), newHomeCmd(a),
 	)
 	a.decorate(root)
 	return root

@@ -181,6 +181,15 @@ func TestOpenAPISampleResponses(t *testing.T) {
 		{"GET", "/v1/folders", "azk_wrong", "", 401},
 		{"PUT", "/v1/folders", admin, "{}", 405},
 		{"DELETE", "/v1/routes/1", admin, "", 204},
+		{"POST", "/v1/hooks", admin, `{"folder":"acme","per_minute":5}`, 201},
+		{"GET", "/v1/hooks", read.Secret, "", 200},
+		{"POST", "/hook/azh_guess", "", `{}`, 404},
+		{"DELETE", "/v1/hooks/1", admin, "", 204},
+		{"DELETE", "/v1/hooks/1", admin, "", 404},
+		{"POST", "/v1/schedules", admin, `{"folder":"acme","cron":"@daily","tz":"Asia/Tokyo","prompt":"p"}`, 201},
+		{"POST", "/v1/schedules", admin, `{"folder":"acme","cron":"61 * * * *","prompt":"p"}`, 400},
+		{"GET", "/v1/schedules", read.Secret, "", 200},
+		{"DELETE", "/v1/schedules/1", admin, "", 204},
 		{"DELETE", "/v1/folders/acme", admin, "", 204},
 	}
 	text := func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {

@@ -114,7 +114,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	}
 	defer os.Remove(infoPath)
 
-	cfg.Turns.fleet = cfg.Fleet
+	cfg.Turns.fleet, cfg.Turns.email = cfg.Fleet, cfg.Email
 	handler, stopTurns, err := startTurns(ctx, cfg.Turns, l, token, url)
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ var tenancyTable = []tenancyRow{
 	{"GET /openapi.yaml", "/openapi.yaml", "", any_, any_, any_, any_},
 	{"GET /", "/", "", any_, any_, any_, any_},
 	{"GET /webchat/{file}", "/webchat/app.js", "", any_, any_, any_, any_},
-	{"POST /webchat/hook/{secret}/send", "/webchat/hook/guess/send", `{}`, any_, any_, any_, any_},
+	{"POST /webchat/hook/{secret}/{op}", "/webchat/hook/guess/send", `{}`, any_, any_, any_, any_},
 	{"POST /v1/messages", "/v1/messages", `{"chat_jid":"web:acme","text":"from {who}"}`, deny, deny, ok, ok},
 	{"GET /v1/messages", "/v1/messages?chat=web:acme", "", ok, mine, mine, ok},
 	{"POST /v1/resolve", "/v1/resolve", `{"chat_jid":"slack:A1","platform":"slack","text":"x"}`, ok, deny, deny, ok},
@@ -88,6 +88,13 @@ var tenancyTable = []tenancyRow{
 	{"GET /v1/webchat/folders", "/v1/webchat/folders", "", ok, mine, mine, ok},
 	{"POST /v1/webchat/messages", "/v1/webchat/messages", `{"folder":"acme","text":"web from {who}"}`, deny, deny, ok, ok},
 	{"GET /v1/webchat/events", "/v1/webchat/events?folder=acme", "", ok, deny, ok, ok},
+	{"GET /v1/hooks", "/v1/hooks", "", ok, mine, mine, ok},
+	{"POST /v1/hooks", "/v1/hooks", `{"folder":"acme","signed":true}`, deny, deny, ok, ok},
+	{"DELETE /v1/hooks/{id}", "/v1/hooks/{hook}", "", deny, deny, ok, ok},
+	{"POST /hook/{token}", "/hook/{hooktoken}", `{"from":"{who}"}`, any_, any_, any_, any_},
+	{"GET /v1/schedules", "/v1/schedules", "", ok, mine, mine, ok},
+	{"POST /v1/schedules", "/v1/schedules", `{"folder":"acme","cron":"@daily","prompt":"from {who}"}`, deny, deny, ok, ok},
+	{"DELETE /v1/schedules/{id}", "/v1/schedules/{schedule}", "", deny, deny, ok, ok},
 	{"GET /v1/fleet/whoami", "/v1/fleet/whoami", "", deny, deny, deny, any_},
 	{"POST /v1/fleet/claim", "/v1/fleet/claim", `{}`, deny, deny, deny, any_},
 	{"POST /v1/fleet/outcome", "/v1/fleet/outcome", `{}`, deny, deny, deny, any_},
@@ -181,7 +188,17 @@ func TestTenantTokensOverEveryRoute(t *testing.T) {
 		must(err)
 		_, err = l.SetAdapter(admin, store.Adapter{Platform: "del-" + tag, CallbackURL: "http://127.0.0.1:9/"})
 		must(err)
+		h, err := l.AddHook(admin, service.HookIn{Folder: "acme"})
+		must(err)
+		ids[who]["{hook}"], ids[who]["{hooktoken}"] = fmt.Sprint(h.ID), strings.TrimPrefix(h.Path, "/hook/")
+		sc, err := l.AddSchedule(admin, service.ScheduleIn{Folder: "acme", Cron: "@daily", Prompt: "del " + tag})
+		must(err)
+		ids[who]["{schedule}"] = fmt.Sprint(sc.ID)
 	}
+	_, err = l.AddHook(admin, service.HookIn{Folder: "globex"})
+	must(err)
+	_, err = l.AddSchedule(admin, service.ScheduleIn{Folder: "globex", Cron: "@daily", Prompt: "globex's own"})
+	must(err)
 	m, _, err := st.PutMessage(ctx, store.Message{ChatJID: "web:acme", Platform: "web", Text: "turn", Folder: "acme"})
 	must(err)
 	tr, err := st.CreateTurn(ctx, "acme", "", m.ID, m.ID)

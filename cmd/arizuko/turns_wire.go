@@ -14,11 +14,14 @@ import (
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/delivery"
 	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/email"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/hook"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/natsauth"
 	"github.com/crackbox/crackbox/pkg/netjail"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/schedule"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 	"github.com/crackbox/crackbox/pkg/turn"
@@ -51,6 +54,7 @@ type TurnsConfig struct {
 
 	proxy proxy.Options // built from [proxy] by loadConfig
 	fleet FleetConfig   // [fleet] and --nats, set by serve
+	email email.Config  // [email], set by serve
 }
 
 func (tc TurnsConfig) validate() error {
@@ -85,8 +89,17 @@ var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 // and the deliverer for every adapter it registers.
 type kickingService struct {
 	*service.Local
-	q *turn.Queue
-	d *delivery.Deliverer
+	q     *turn.Queue
+	d     *delivery.Deliverer
+	sched *schedule.Scheduler
+}
+
+func (k kickingService) AddSchedule(ctx context.Context, in service.ScheduleIn) (store.Schedule, error) {
+	sc, err := k.Local.AddSchedule(ctx, in)
+	if err == nil {
+		k.sched.Wake()
+	}
+	return sc, err
 }
 
 func (k kickingService) SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error) {
@@ -132,9 +145,10 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	runner := newTurnRunner(tc)
 	stopFleet := func() {}
 	var fleet *dispatch.Dispatcher
+	var claims schedule.Claimer
 	if tc.fleet.NATS != "" {
 		var err error
-		if fleet, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate(), l.Registry()); err != nil {
+		if fleet, claims, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate(), l.Registry()); err != nil {
 			cancel()
 			return nil, nil, err
 		}
@@ -154,14 +168,22 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		CredentialKeys:  tc.CredentialKeys,
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
+		OnTurn:          d.TurnTyping,
 	})
+	sched := &schedule.Scheduler{Store: st, Claim: claims}
+	kick := kickingService{l, q, d, sched}
+	sched.Fire = func(ctx context.Context, f schedule.Firing) error {
+		return fireSchedule(ctx, l, kick.PostMessage, f)
+	}
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); q.Run(ctx) }()
 	go func() { defer wg.Done(); d.Run(ctx) }()
+	go func() { defer wg.Done(); sched.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kickingService{l, q, d}, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	core := api.NewServer(kick, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	hook.New(l, kick.PostMessage).Register(core)
 	var homes homeKeeper = &localHomes{data: l.DataDir(), lim: tc.fleet.Home.limits}
 	if fleet != nil {
 		fleet.Register(core)
@@ -177,7 +199,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		l.Metrics().ServeHTTP(w, r)
 		return nil
 	}})
-	wc := webchat.New(l, kickingService{l, q, d}.PostMessage, 0)
+	wc := webchat.New(l, kick.PostMessage, 0)
 	wc.Register(core)
 	if self != "" {
 		if err := wc.Attach(ctx, self); err != nil {
@@ -187,7 +209,14 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 			return nil, nil, fmt.Errorf("web chat adapter: %w", err)
 		}
 	}
-	return core, func() { cancel(); wg.Wait(); stopFleet() }, nil
+	stopEmail, err := startEmail(ctx, tc.email, kick)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		stopFleet()
+		return nil, nil, err
+	}
+	return core, func() { stopEmail(); cancel(); wg.Wait(); stopFleet() }, nil
 }
 
 // errNoDaemon is returned by commands that need the running daemon.

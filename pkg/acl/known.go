@@ -14,17 +14,19 @@ var Actions = []string{
 	"adapter:rm", "adapter:set",
 	"folder:add", "folder:budget", "folder:read", "folder:rm",
 	"grant:member", "grant:read",
+	"hook:add", "hook:read", "hook:rm",
 	"message:post", "message:read",
 	"network:allow", "network:deny", "network:read", "network:rm",
 	"observe:read", "observe:rm",
 	"outbound:read",
 	"route:add", "route:read", "route:rm",
+	"schedule:add", "schedule:read", "schedule:rm",
 	"secret:read", "secret:rm", "secret:rotate", "secret:set",
 	"token:add", "token:read", "token:rm",
 	"turn:read",
-	"mcp:add_route", "mcp:delegate_group", "mcp:delete_route", "mcp:escalate_group", "mcp:fork_topic",
+	"mcp:add_route", "mcp:delegate_group", "mcp:delete_route", "mcp:edit_message", "mcp:escalate_group", "mcp:fork_topic",
 	"mcp:list_routes", "mcp:network_allow", "mcp:network_deny", "mcp:network_list", "mcp:observe_group",
-	"mcp:register_group", "mcp:reply", "mcp:send", "mcp:submit_turn", "mcp:unobserve_group",
+	"mcp:register_group", "mcp:reply", "mcp:schedule_task", "mcp:send", "mcp:submit_turn", "mcp:unobserve_group",
 }
 
 // ActionFamilies are action prefixes completed by a name the operator picks:

@@ -33,6 +33,7 @@ func (s *Server) register() {
 	s.secretRoutes()
 	s.tokenRoutes()
 	s.pipelineRoutes()
+	s.channelRoutes()
 }
 
 // decoded serves a JSON body of type In: fn's answer goes out with status.

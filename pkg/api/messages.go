@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/crackbox/crackbox/pkg/service"
 )
@@ -13,6 +14,14 @@ func (s *Server) messageRoutes() {
 			var in service.MessageIn
 			if err := Decode(w, r, &in); err != nil {
 				return err
+			}
+			// A retried POST carries the same key, and a key is the message's
+			// platform id: the store keeps one message per chat and id.
+			if k := r.Header.Get("Idempotency-Key"); k != "" {
+				if in.PlatformID != "" && in.PlatformID != k {
+					return badRequest{"Idempotency-Key " + strconv.Quote(k) + " and platform_id " + strconv.Quote(in.PlatformID) + " differ: send one, or both the same"}
+				}
+				in.PlatformID = k
 			}
 			var err error
 			if in.Platform, err = service.PinPlatform(r.Context(), in.Platform, in.ChatJID); err != nil {

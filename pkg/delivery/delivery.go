@@ -1,7 +1,9 @@
-// Package delivery moves outbound messages to their adapters: each is stored
-// pending first, POSTed to <adapter>/send, retried with growing gaps and
-// marked failed after a bound. The state lives in the store, so a restarted
-// daemon picks up where the last one stopped.
+// Package delivery moves outbound messages to their adapters as the adapter
+// contract (pkg/adapter) says: each is stored pending first, POSTed signed to
+// <adapter>/send (an edit to /edit) with an idempotency key stable across
+// retries, retried with growing gaps (no sooner than a 429's Retry-After)
+// and marked failed after a bound or at once on 410. The state lives in the
+// store, so a restarted daemon picks up where the last one stopped.
 package delivery
 
 import (
@@ -14,9 +16,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
@@ -44,20 +48,18 @@ type Options struct {
 
 // Deliverer is the outbound loop.
 type Deliverer struct {
-	o    Options
-	wake chan struct{}
+	o      Options
+	wake   chan struct{}
+	typing chan typingHint
 }
 
-// Payload is the JSON body POSTed to <adapter>/send. ID is stable across
-// retries so an adapter can drop a repeat.
-type Payload struct {
-	ID      int64  `json:"id"`
-	ChatJID string `json:"chat_jid"`
-	Text    string `json:"text"`
-	ReplyTo string `json:"reply_to,omitempty"`
-	Folder  string `json:"folder,omitempty"`
-	Topic   string `json:"topic,omitempty"`
+type typingHint struct {
+	t  store.Turn
+	on bool
 }
+
+// Payload is the body of a /send call.
+type Payload = adapter.Delivery
 
 // New returns a Deliverer; call Run to start it.
 func New(o Options) *Deliverer {
@@ -79,7 +81,7 @@ func New(o Options) *Deliverer {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Deliverer{o: o, wake: make(chan struct{}, 1)}
+	return &Deliverer{o: o, wake: make(chan struct{}, 1), typing: make(chan typingHint, 64)}
 }
 
 // Wake asks the loop to look for due messages now.
@@ -90,8 +92,34 @@ func (d *Deliverer) Wake() {
 	}
 }
 
+// TurnTyping queues the typing hint for turn t's chat; hints go out in
+// order on their own goroutine, and a full queue drops one rather than
+// hold up a turn.
+func (d *Deliverer) TurnTyping(t store.Turn, on bool) {
+	select {
+	case d.typing <- typingHint{t, on}:
+	default:
+	}
+}
+
 // Run delivers until ctx ends.
 func (d *Deliverer) Run(ctx context.Context) {
+	hints := make(chan struct{})
+	defer func() { <-hints }()
+	go func() {
+		defer close(hints)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case h := <-d.typing:
+				msgs, err := d.o.Store.TurnMessages(ctx, h.t)
+				if err == nil && len(msgs) > 0 {
+					d.Typing(ctx, msgs[len(msgs)-1].ChatJID, h.t.Folder, h.on)
+				}
+			}
+		}
+	}()
 	for {
 		if _, err := d.DeliverDue(ctx); err != nil && ctx.Err() == nil {
 			d.o.Log.Error("delivery pass", "err", err)
@@ -136,8 +164,14 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 			continue
 		}
 		attempt := m.Attempts + 1
-		failed := attempt >= d.o.MaxAttempts
-		next := time.Now().Add(d.Gap(attempt)).UnixMilli()
+		var ae *answerError
+		gone := errors.As(err, &ae) && ae.status == http.StatusGone
+		failed := attempt >= d.o.MaxAttempts || gone
+		gap := d.Gap(attempt)
+		if errors.As(err, &ae) && ae.retryAfter > gap {
+			gap = ae.retryAfter
+		}
+		next := time.Now().Add(gap).UnixMilli()
 		if failed {
 			d.o.Log.Warn("delivery failed for good", "id", m.ID, "chat", m.ChatJID, "attempts", attempt, "err", err)
 		} else {
@@ -159,17 +193,45 @@ func (d *Deliverer) Gap(attempt int) time.Duration {
 	return min(g, d.o.MaxDelay)
 }
 
+// answerError is an adapter's non-2xx answer.
+type answerError struct {
+	url        string
+	status     int
+	retryAfter time.Duration
+}
+
+func (e *answerError) Error() string {
+	return fmt.Sprintf("adapter %s answered %d %s", e.url, e.status, http.StatusText(e.status))
+}
+
 func (d *Deliverer) post(ctx context.Context, m store.Outbound) error {
 	a, err := d.o.Store.GetAdapter(ctx, m.Platform)
 	if err != nil {
 		return fmt.Errorf("no adapter for platform %q: %w", m.Platform, err)
 	}
-	body, _ := json.Marshal(Payload{ID: m.ID, ChatJID: m.ChatJID, Text: m.Text, ReplyTo: m.ReplyTo, Folder: m.Folder, Topic: m.Topic})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(a.CallbackURL, "/")+"/send", bytes.NewReader(body))
+	path, body := adapter.PathSend, any(adapter.Delivery{ID: m.ID, Key: adapter.KeyOf(m.ID), ChatJID: m.ChatJID, Text: m.Text,
+		ReplyTo: m.ReplyTo, Folder: m.Folder, Topic: m.Topic})
+	if m.EditOf > 0 {
+		path, body = adapter.PathEdit, adapter.Edit{ID: m.ID, Key: adapter.KeyOf(m.ID), EditOf: adapter.KeyOf(m.EditOf), ChatJID: m.ChatJID, Text: m.Text}
+	}
+	return d.call(ctx, a, path, adapter.KeyOf(m.ID), body)
+}
+
+// call POSTs body signed to the adapter's path.
+func (d *Deliverer) call(ctx context.Context, a store.Adapter, path, key string, v any) error {
+	body, _ := json.Marshal(v)
+	url := strings.TrimRight(a.CallbackURL, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set(adapter.HeaderIdempotency, key)
+	}
+	if a.Secret != "" {
+		adapter.Sign(req.Header, a.Secret, time.Now(), body)
+	}
 	resp, err := d.o.Client.Do(req)
 	if err != nil {
 		return err
@@ -177,9 +239,31 @@ func (d *Deliverer) post(ctx context.Context, m store.Outbound) error {
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("adapter %s answered %s", a.CallbackURL, resp.Status)
+		ae := &answerError{url: url, status: resp.StatusCode}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			ae.retryAfter = min(time.Duration(s)*time.Second, d.o.MaxDelay)
+		}
+		return ae
 	}
 	return nil
+}
+
+// Typing tells the adapter of chat's platform that a turn for it started
+// (on) or ended. It is a hint: one try, a short timeout, failures logged.
+func (d *Deliverer) Typing(ctx context.Context, chat, folder string, on bool) {
+	c, err := d.o.Store.GetChat(ctx, chat)
+	if err != nil || c.Platform == "" {
+		return
+	}
+	a, err := d.o.Store.GetAdapter(ctx, c.Platform)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.call(ctx, a, adapter.PathTyping, "", adapter.Typing{ChatJID: chat, Folder: folder, Typing: on}); err != nil {
+		d.o.Log.Debug("typing not shown", "chat", chat, "platform", c.Platform, "err", err)
+	}
 }
 
 // ValidCallback checks an adapter callback URL: absolute http or https with a host.

@@ -13,7 +13,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/store"
 )
 
-type adapter struct {
+type fakeAdapter struct {
 	mu      sync.Mutex
 	failN   int // answer 503 to this many requests first
 	calls   int
@@ -22,8 +22,8 @@ type adapter struct {
 	arrived chan Payload
 }
 
-func newAdapter(t *testing.T, failN int) *adapter {
-	a := &adapter{failN: failN, arrived: make(chan Payload, 16)}
+func newAdapter(t *testing.T, failN int) *fakeAdapter {
+	a := &fakeAdapter{failN: failN, arrived: make(chan Payload, 16)}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/send" || r.Method != http.MethodPost {
 			http.Error(w, "bad path", 404)

@@ -21,6 +21,11 @@ type sendIn struct {
 	Text    string `json:"text"`
 }
 
+type editIn struct {
+	ID   int64  `json:"id"`
+	Text string `json:"text"`
+}
+
 type delegateIn struct {
 	Folder  string `json:"folder"`
 	Prompt  string `json:"prompt"`
@@ -63,6 +68,14 @@ func (h *handler) registerMessaging(srv *mcp.Server) {
 				return "", err
 			}
 			return h.out(ctx, in.ChatJID, in.Text, "")
+		})
+	add(srv, "edit_message", "Replace the text of a message this folder sent (the id reply or send answered).",
+		schema("id:integer", "text:string"),
+		func(ctx context.Context, in editIn) (string, error) {
+			if err := h.check(ctx, "edit_message", h.t.Folder); err != nil {
+				return "", err
+			}
+			return h.edit(ctx, in)
 		})
 	add(srv, "delegate_group", "Hand a task to a child folder; it runs in its own turn and replies to chat_jid.",
 		schema("folder:string", "prompt:string", "chat_jid:string"),
@@ -135,6 +148,34 @@ func (h *handler) out(ctx context.Context, chat, text, replyTo string) (string, 
 		h.s.o.OnOutbound()
 	}
 	return fmt.Sprintf("queued message %d for %s", o.ID, chat), nil
+}
+
+// edit stores an edit of a message the folder sent and wakes delivery,
+// which calls the chat's adapter at /edit.
+func (h *handler) edit(ctx context.Context, in editIn) (string, error) {
+	if err := validText("text", in.Text); err != nil {
+		return "", err
+	}
+	orig, err := h.s.o.Store.GetOutbound(ctx, in.ID)
+	if err == nil && orig.EditOf != 0 {
+		orig, err = h.s.o.Store.GetOutbound(ctx, orig.EditOf) // an edit replaces the message, not the last edit
+	}
+	if err != nil || orig.Folder != h.t.Folder {
+		return "", fmt.Errorf("edit_message: message %d is not one %s sent: %w", in.ID, h.t.Folder, ErrInvalid)
+	}
+	key := ""
+	if h.t.ReplyKey != nil {
+		key = h.t.ReplyKey()
+	}
+	o, err := h.s.o.Store.PutOutbound(ctx, store.Outbound{ChatJID: orig.ChatJID, Platform: orig.Platform, Folder: h.t.Folder, Topic: h.t.Topic,
+		Text: in.Text, TurnID: h.t.TurnID, Key: key, EditOf: orig.ID})
+	if err != nil {
+		return "", err
+	}
+	if h.s.o.OnOutbound != nil {
+		h.s.o.OnOutbound()
+	}
+	return fmt.Sprintf("queued edit %d of message %d", o.ID, orig.ID), nil
 }
 
 // internal writes a message for another folder's next turn, one level deeper.

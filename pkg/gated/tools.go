@@ -27,9 +27,9 @@ type handler struct {
 
 // Tools lists every tool name the server knows, in registration order.
 var Tools = []string{
-	"reply", "send", "delegate_group", "escalate_group", "observe_group", "unobserve_group",
+	"reply", "send", "edit_message", "delegate_group", "escalate_group", "observe_group", "unobserve_group",
 	"register_group", "fork_topic", "network_allow", "network_deny", "network_list",
-	"list_routes", "add_route", "delete_route", "submit_turn",
+	"list_routes", "add_route", "delete_route", "submit_turn", "schedule_task",
 }
 
 // schema builds an object schema from "name:type" (required) and
@@ -112,6 +112,7 @@ func (h *handler) register(srv *mcp.Server) {
 	h.registerGroups(srv)
 	h.registerNetwork(srv)
 	h.registerRoutes(srv)
+	h.registerSchedule(srv)
 }
 
 // optFolder resolves an optional folder argument to the turn's own folder.

@@ -46,6 +46,20 @@ var toolRows = map[string]toolRow{
 		func(t *testing.T, e *toolEnv, _ string) {
 			wantOutbound(t, e, "tg:2", "hi two")
 		}},
+	"edit_message": {"corp", "corp",
+		func(t *testing.T, e *toolEnv) map[string]any {
+			o, err := e.st.PutOutbound(context.Background(), store.Outbound{ChatJID: "tg:1", Platform: "tg", Folder: "corp", Text: "helo", TurnID: 99})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return map[string]any{"id": o.ID, "text": "hello"}
+		},
+		func(t *testing.T, e *toolEnv, _ string) {
+			outs, err := e.st.TurnOutbound(context.Background(), e.turn.TurnID)
+			if err != nil || len(outs) != 1 || outs[0].EditOf == 0 || outs[0].Text != "hello" || outs[0].ChatJID != "tg:1" {
+				t.Fatalf("outbound %+v %v, want one edit of the message to tg:1", outs, err)
+			}
+		}},
 	"delegate_group": {"corp", "corp/eng",
 		func(*testing.T, *toolEnv) map[string]any {
 			return map[string]any{"folder": "corp/eng", "prompt": "build it", "chat_jid": "tg:1"}
@@ -165,6 +179,16 @@ var toolRows = map[string]toolRow{
 			return map[string]any{"id": r.ID}
 		},
 		func(t *testing.T, e *toolEnv, _ string) { wantRoute(t, e, "chat_jid=irc:eng", "corp/eng", false) }},
+	"schedule_task": {"corp", "corp/eng",
+		func(*testing.T, *toolEnv) map[string]any {
+			return map[string]any{"cron": "0 9 * * 1-5", "tz": "Europe/Prague", "prompt": "standup", "folder": "corp/eng"}
+		},
+		func(t *testing.T, e *toolEnv, _ string) {
+			ss, err := e.st.ListSchedules(context.Background())
+			if err != nil || len(ss) != 1 || ss[0].Folder != "corp/eng" || ss[0].Owner != "folder:corp" || ss[0].TZ != "Europe/Prague" {
+				t.Fatalf("schedules %+v %v, want corp/eng's, owned by folder:corp", ss, err)
+			}
+		}},
 	"submit_turn": {"corp", "corp",
 		func(*testing.T, *toolEnv) map[string]any { return map[string]any{"status": "ok", "result": "done"} },
 		func(t *testing.T, e *toolEnv, _ string) {

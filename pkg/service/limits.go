@@ -23,10 +23,12 @@ type Limits struct {
 	Grants            int `toml:"grants"`              // grant rows scoped inside the tenant
 	Observe           int `toml:"observe"`             // observe edges from the tenant's folders
 	MessagesPerMinute int `toml:"messages_per_minute"` // inbound messages routed to the tenant
+	Hooks             int `toml:"hooks"`               // webhooks into the tenant's folders
+	Schedules         int `toml:"schedules"`           // scheduled turns of the tenant's folders
 }
 
 // DefaultLimits are arizuko.toml's [limits] defaults.
-var DefaultLimits = Limits{Folders: 500, Routes: 500, Grants: 1000, Observe: 100, MessagesPerMinute: 600}
+var DefaultLimits = Limits{Folders: 500, Routes: 500, Grants: 1000, Observe: 100, MessagesPerMinute: 600, Hooks: 100, Schedules: 100}
 
 // ErrLimit is a write refused because the tenant holds its limit.
 var ErrLimit = errors.New("tenant limit reached")
@@ -43,7 +45,7 @@ type limiter struct {
 func newLimiter(lim Limits, reg *prometheus.Registry) *limiter {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "arizuko_tenant_limit_refusals_total",
-		Help: "Writes refused because the tenant held its limit, by limit (folders, routes, grants, observe, messages_per_minute).",
+		Help: "Writes refused because the tenant held its limit, by limit (folders, routes, grants, observe, messages_per_minute, hooks, schedules).",
 	}, []string{"limit"})
 	reg.MustRegister(c)
 	return &limiter{lim: lim, refusals: c, rates: map[string]*rate.Limiter{}}
@@ -139,6 +141,32 @@ func (l *Local) limitMessages(ctx context.Context, f string) error {
 		return l.refuseLimit(ctx, "messages_per_minute", t, max)
 	}
 	return nil
+}
+
+func (l *Local) limitHooks(ctx context.Context, f string) error {
+	max := l.limits.lim.Hooks
+	if max <= 0 {
+		return nil
+	}
+	hs, err := l.st.ListHooks(ctx)
+	if err != nil {
+		return err
+	}
+	t := router.Tenant(f)
+	return l.countLimit(ctx, "hooks", t, max, count(hs, func(h store.Hook) bool { return router.Tenant(h.Folder) == t }))
+}
+
+func (l *Local) limitSchedules(ctx context.Context, f string) error {
+	max := l.limits.lim.Schedules
+	if max <= 0 {
+		return nil
+	}
+	ss, err := l.st.ListSchedules(ctx)
+	if err != nil {
+		return err
+	}
+	t := router.Tenant(f)
+	return l.countLimit(ctx, "schedules", t, max, count(ss, func(s store.Schedule) bool { return router.Tenant(s.Folder) == t }))
 }
 
 func count[T any](xs []T, f func(T) bool) int {

@@ -20,7 +20,7 @@ import (
 func TestTenantLimits(t *testing.T) {
 	l, admin := newLocal(t, nil)
 	l.reg = prometheus.NewRegistry()
-	l.limits = newLimiter(Limits{Folders: 3, Routes: 2, Grants: 2, Observe: 1, MessagesPerMinute: 4}, l.reg)
+	l.limits = newLimiter(Limits{Folders: 3, Routes: 2, Grants: 2, Observe: 1, MessagesPerMinute: 4, Hooks: 1, Schedules: 1}, l.reg)
 	atLimit := func(what string, err error) {
 		t.Helper()
 		if Code(err) != CodeLimit || !strings.Contains(err.Error(), "acme holds its limit") || !strings.Contains(err.Error(), "[limits]") {
@@ -56,6 +56,20 @@ func TestTenantLimits(t *testing.T) {
 	}
 	atLimit("observe", l.LimitObserve(admin, "acme/b"))
 
+	if _, err := l.AddSchedule(admin, ScheduleIn{Folder: "acme/a", Cron: "@daily", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.AddSchedule(admin, ScheduleIn{Folder: "acme", Cron: "@hourly", Prompt: "p"})
+	atLimit("schedule", err)
+	if _, err := l.AddHook(admin, HookIn{Folder: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.AddHook(admin, HookIn{Folder: "acme/b"})
+	atLimit("hook", err)
+	if _, err := l.AddSchedule(admin, ScheduleIn{Folder: "globex", Cron: "@daily", Prompt: "p"}); err != nil {
+		t.Fatalf("globex held by acme's limit: %v", err)
+	}
+
 	for i := 0; i < 4; i++ {
 		if _, err := l.PostMessage(admin, MessageIn{ChatJID: "web:acme", Text: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
@@ -74,13 +88,13 @@ func TestTenantLimits(t *testing.T) {
 			limits[a.Action] = true
 		}
 	}
-	if len(limits) != 5 {
-		t.Errorf("audited limits %v, want all five", limits)
+	if len(limits) != 7 {
+		t.Errorf("audited limits %v, want all seven", limits)
 	}
 	rec := httptest.NewRecorder()
 	l.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	body, _ := io.ReadAll(rec.Body)
-	for _, k := range []string{"folders", "routes", "grants", "observe", "messages_per_minute"} {
+	for _, k := range []string{"folders", "routes", "grants", "observe", "messages_per_minute", "hooks", "schedules"} {
 		if !strings.Contains(string(body), `arizuko_tenant_limit_refusals_total{limit="`+k+`"} 1`) {
 			t.Errorf("metric for %s missing:\n%s", k, body)
 		}

@@ -1,10 +1,13 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/crackbox/crackbox/pkg/folder"
@@ -40,7 +43,40 @@ func (in MessageIn) validate() error {
 			return err
 		}
 	}
+	if len(in.Attachments) > MaxAttachments {
+		return invalid("%d attachments, the limit is %d", len(in.Attachments), MaxAttachments)
+	}
+	for i, a := range in.Attachments {
+		u, err := url.Parse(a.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return invalid("attachments[%d].url %q: want an absolute http(s) URL", i, a.URL)
+		}
+		if a.Name == "" || len(a.Name) > 256 || len(a.ContentType) > 256 || len(a.URL) > 2048 || a.Size < 0 {
+			return invalid("attachments[%d]: want a name of 1..256 bytes, a content_type under 256, a url under 2048 and a size >= 0", i)
+		}
+		if err := noFormat("attachments name", a.Name+a.ContentType+a.URL); err != nil {
+			return err
+		}
+		for _, r := range a.Name + a.ContentType + a.URL {
+			if unicode.IsControl(r) {
+				return invalid("attachments[%d] has a control character", i)
+			}
+		}
+	}
 	return nil
+}
+
+// MaxAttachments bounds the files of one inbound message.
+const MaxAttachments = 16
+
+// withAttachments is the text the agent reads: the message's, then a line
+// per attached file.
+func (in MessageIn) withAttachments() string {
+	t := in.Text
+	for _, a := range in.Attachments {
+		t += fmt.Sprintf("\n[attachment: %s (%s, %d bytes) %s]", a.Name, cmp.Or(a.ContentType, "unknown type"), a.Size, a.URL)
+	}
+	return t
 }
 
 // resolve routes a message against the current table and the chat's engagement.
@@ -108,7 +144,7 @@ func (l *Local) PostMessage(ctx context.Context, in MessageIn) (Ingest, error) {
 		how = "observe"
 	}
 	m, dup, err := l.st.PutMessage(ctx, store.Message{
-		ChatJID: in.ChatJID, Platform: in.Platform, Room: in.Room, Sender: in.Sender, Text: in.Text,
+		ChatJID: in.ChatJID, Platform: in.Platform, Room: in.Room, Sender: in.Sender, Text: in.withAttachments(),
 		ReplyTo: in.ReplyTo, Verb: in.Verb, PlatformID: in.PlatformID, Folder: res.Folder, Topic: res.Topic, How: how,
 	})
 	if err != nil {

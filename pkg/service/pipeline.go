@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -143,13 +145,25 @@ func (l *Local) SetBudget(ctx context.Context, f string, in BudgetIn) (FolderBud
 	return l.budget(ctx, f)
 }
 
-// SetAdapter registers or replaces a platform's callback.
+// SetAdapter registers or replaces a platform's callback. Every call to it
+// is signed with the adapter's secret: the caller's, or one made here and
+// answered once.
 func (l *Local) SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error) {
 	if err := ValidPlatform(a.Platform); err != nil {
 		return a, err
 	}
 	if err := delivery.ValidCallback(a.CallbackURL); err != nil {
 		return a, fmt.Errorf("%w: %w", err, ErrInvalid)
+	}
+	if a.Secret == "" {
+		var b [24]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return a, err
+		}
+		a.Secret = hex.EncodeToString(b[:])
+	}
+	if len(a.Secret) < 16 || len(a.Secret) > 256 {
+		return a, invalid("adapter secret is %d bytes: want 16..256 (or none, and the daemon makes one)", len(a.Secret))
 	}
 	if err := l.check(ctx, "adapter:set", ""); err != nil {
 		return a, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 
 	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -60,6 +61,13 @@ type Service interface {
 	SetBudget(ctx context.Context, folder string, in BudgetIn) (FolderBudget, error)
 	SetAdapter(ctx context.Context, a store.Adapter) (store.Adapter, error)
 	RemoveAdapter(ctx context.Context, platform string) error
+
+	AddHook(ctx context.Context, in HookIn) (NewHook, error)
+	ListHooks(ctx context.Context) ([]store.Hook, error)
+	RemoveHook(ctx context.Context, id int64) error
+	AddSchedule(ctx context.Context, in ScheduleIn) (store.Schedule, error)
+	ListSchedules(ctx context.Context) ([]store.Schedule, error)
+	RemoveSchedule(ctx context.Context, id int64) error
 }
 
 // MessageIn is an inbound message as an adapter delivers it.
@@ -76,6 +84,9 @@ type MessageIn struct {
 	// chat when it is not the platform's own (one terminal session of
 	// platform "term"); "" is Platform.
 	Adapter string `json:"adapter,omitempty"`
+	// Attachments travel by reference; the agent sees one line per file
+	// after the text.
+	Attachments []adapter.Attachment `json:"attachments,omitempty"`
 }
 
 // Ingest is the outcome of PostMessage: the stored row and where it went.

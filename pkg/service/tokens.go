@@ -38,7 +38,7 @@ const TokenPrefix = "azk_"
 
 // readActions are what a read token's principal is granted on the whole tree.
 var readActions = []string{"folder:read", "route:read", "grant:read", "audit:read", "network:read",
-	"message:read", "secret:read", "turn:read", "token:read", "outbound:read", "observe:read"}
+	"message:read", "secret:read", "turn:read", "token:read", "outbound:read", "observe:read", "hook:read", "schedule:read"}
 
 // adapterActions are an adapter token's rows; the platform is pinned by the API.
 var adapterActions = []string{"message:post", "outbound:read"}

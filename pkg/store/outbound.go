@@ -22,17 +22,20 @@ type Outbound struct {
 	Attempts      int    `json:"attempts"`
 	NextAttemptAt int64  `json:"next_attempt_at"`
 	CreatedAt     int64  `json:"created_at"`
+	// EditOf is the outbound message whose text this one replaces; 0 for a
+	// message of its own.
+	EditOf int64 `json:"edit_of,omitempty"`
 	// Key makes the write idempotent: a second PutOutbound with the same key
 	// stores nothing and returns the first message.
 	Key string `json:"-"`
 }
 
-const outCols = `id, chat_jid, platform, folder, topic, text, reply_to, turn_id, status, attempts, next_attempt_at, created_at`
+const outCols = `id, chat_jid, platform, folder, topic, text, reply_to, turn_id, status, attempts, next_attempt_at, created_at, edit_of`
 
 func scanOutbound(sc scanner) (Outbound, error) {
 	var o Outbound
 	err := sc.Scan(&o.ID, &o.ChatJID, &o.Platform, &o.Folder, &o.Topic, &o.Text, &o.ReplyTo, &o.TurnID, &o.Status,
-		&o.Attempts, &o.NextAttemptAt, &o.CreatedAt)
+		&o.Attempts, &o.NextAttemptAt, &o.CreatedAt, &o.EditOf)
 	return o, err
 }
 
@@ -69,9 +72,9 @@ func (s *Store) PutOutbound(ctx context.Context, o Outbound) (Outbound, error) {
 		}
 		var err error
 		o.ID, err = tx.insertID(ctx, `INSERT INTO messages (chat_jid, platform, sender, text, reply_to, folder, topic, how,
-			direction, status, attempts, next_attempt_at, turn_id, created_at, reply_key)
-			VALUES (?, ?, ?, ?, ?, ?, ?, 'reply', 'out', 'pending', 0, ?, ?, ?, NULLIF(?, ''))`,
-			o.ChatJID, o.Platform, "folder:"+o.Folder, o.Text, o.ReplyTo, o.Folder, o.Topic, t, o.TurnID, t, o.Key)
+			direction, status, attempts, next_attempt_at, turn_id, created_at, reply_key, edit_of)
+			VALUES (?, ?, ?, ?, ?, ?, ?, 'reply', 'out', 'pending', 0, ?, ?, ?, NULLIF(?, ''), ?)`,
+			o.ChatJID, o.Platform, "folder:"+o.Folder, o.Text, o.ReplyTo, o.Folder, o.Topic, t, o.TurnID, t, o.Key, o.EditOf)
 		o.Status, o.NextAttemptAt, o.CreatedAt = "pending", t, t
 		return err
 	})

@@ -87,23 +87,25 @@ func (s *Store) ListObservations(ctx context.Context, observer string) ([]Observ
 	}, `SELECT observer, source, created_at FROM observers WHERE ? = '' OR observer = ? ORDER BY observer, source`, observer, observer)
 }
 
-// Adapter is a platform's callback: outbound messages go to <URL>/send.
+// Adapter is a platform's callback: outbound messages go to <URL>/send,
+// signed with Secret.
 type Adapter struct {
 	Platform    string `json:"platform"`
 	CallbackURL string `json:"callback_url"`
+	Secret      string `json:"secret,omitempty"`
 }
 
 // SetAdapter registers or replaces a platform's callback URL.
 func (s *Store) SetAdapter(ctx context.Context, a Adapter) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO adapters (platform, callback_url, created_at) VALUES (?, ?, ?)
-		ON CONFLICT (platform) DO UPDATE SET callback_url = excluded.callback_url`, a.Platform, a.CallbackURL, now())
+	_, err := s.db.ExecContext(ctx, `INSERT INTO adapters (platform, callback_url, secret, created_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (platform) DO UPDATE SET callback_url = excluded.callback_url, secret = excluded.secret`, a.Platform, a.CallbackURL, a.Secret, now())
 	return err
 }
 
 // GetAdapter returns a platform's adapter.
 func (s *Store) GetAdapter(ctx context.Context, platform string) (Adapter, error) {
 	a := Adapter{Platform: platform}
-	err := s.db.QueryRowContext(ctx, `SELECT callback_url FROM adapters WHERE platform = ?`, platform).Scan(&a.CallbackURL)
+	err := s.db.QueryRowContext(ctx, `SELECT callback_url, secret FROM adapters WHERE platform = ?`, platform).Scan(&a.CallbackURL, &a.Secret)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, fmt.Errorf("adapter %q: %w", platform, ErrNotFound)
 	}

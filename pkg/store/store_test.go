@@ -31,8 +31,8 @@ func TestMigrateFromEmpty(t *testing.T) {
 		if v, err := s.Version(ctx); err != nil || v != LatestVersion() || v < 2 {
 			t.Fatalf("version = %d, %v; latest %d", v, err, LatestVersion())
 		}
-		want := []string{"acl", "acl_membership", "adapters", "api_tokens", "audit_log", "chats", "folders", "messages", "network_rules",
-			"observers", "routes", "schema_version", "secrets", "sessions", "turn_outputs", "turns"}
+		want := []string{"acl", "acl_membership", "adapters", "api_tokens", "audit_log", "chats", "folders", "hooks", "messages", "network_rules",
+			"observers", "routes", "schedules", "schema_version", "secrets", "sessions", "turn_outputs", "turns"}
 		if got := tables(t, s); !reflect.DeepEqual(got, want) {
 			t.Fatalf("tables = %v\nwant %v", got, want)
 		}

@@ -64,7 +64,10 @@ type Options struct {
 	// OnOutbound is called after the host stores an outbound message itself
 	// (the budget notice), to wake delivery.
 	OnOutbound func()
-	Log        *slog.Logger
+	// OnTurn is called as a turn starts (running) and as it ends, so the
+	// chat's adapter can show that the agent is at work.
+	OnTurn func(t store.Turn, running bool)
+	Log    *slog.Logger
 }
 
 // Queue schedules turns.
@@ -258,6 +261,10 @@ func (q *Queue) step(ctx context.Context, folder string) (bool, error) {
 		if !found {
 			return false, nil
 		}
+	}
+	if q.o.OnTurn != nil {
+		q.o.OnTurn(t, true)
+		defer q.o.OnTurn(t, false)
 	}
 	q.runTurn(ctx, t)
 	return true, nil

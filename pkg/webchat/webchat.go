@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"github.com/crackbox/crackbox/pkg/api"
 	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
@@ -37,11 +38,12 @@ var assets embed.FS
 
 // Chat serves the web chat over a Local service.
 type Chat struct {
-	l      *service.Local
-	st     *store.Store
-	post   func(context.Context, service.MessageIn) (service.Ingest, error)
-	secret string
-	poll   time.Duration
+	l       *service.Local
+	st      *store.Store
+	post    func(context.Context, service.MessageIn) (service.Ingest, error)
+	secret  string
+	handler *adapter.Handler
+	poll    time.Duration
 }
 
 // New returns the web chat. post stores an inbound message (the daemon's
@@ -53,7 +55,9 @@ func New(l *service.Local, post func(context.Context, service.MessageIn) (servic
 	if poll <= 0 {
 		poll = 250 * time.Millisecond
 	}
-	return &Chat{l: l, st: l.Store(), post: post, secret: hex.EncodeToString(b[:]), poll: poll}
+	c := &Chat{l: l, st: l.Store(), post: post, secret: hex.EncodeToString(b[:]), poll: poll}
+	c.handler = c.adapter()
+	return c
 }
 
 // Register adds the page, its endpoints and the delivery hook to s.
@@ -62,7 +66,7 @@ func (c *Chat) Register(s *api.Server) {
 	static := hardened(http.FileServerFS(sub))
 	s.Mount("GET", "/{$}", static)
 	s.Mount("GET", "/webchat/{file}", http.StripPrefix("/webchat/", static))
-	s.Mount("POST", "/webchat/hook/{secret}/send", http.HandlerFunc(c.hook))
+	s.Mount("POST", "/webchat/hook/{secret}/{op}", http.HandlerFunc(c.hook))
 	s.Handle("/v1/webchat/folders", map[string]api.HandlerFunc{"GET": c.folders})
 	s.Handle("/v1/webchat/messages", map[string]api.HandlerFunc{"POST": c.send})
 	s.Handle("/v1/webchat/events", map[string]api.HandlerFunc{"GET": c.events})
@@ -80,21 +84,34 @@ func hardened(h http.Handler) http.Handler {
 }
 
 // Attach makes this process the webchat platform's adapter, reached at base
-// (the daemon's own URL). The hook's path carries a per-process secret, so
-// nothing else on the host can forge or swallow deliveries.
+// (the daemon's own URL). The hook's path carries a per-process secret, and
+// every call is signed with it as the adapter contract says, so nothing
+// else on the host can forge or swallow deliveries.
 func (c *Chat) Attach(ctx context.Context, base string) error {
-	return c.st.SetAdapter(ctx, store.Adapter{Platform: Platform, CallbackURL: base + "/webchat/hook/" + c.secret})
+	return c.st.SetAdapter(ctx, store.Adapter{Platform: Platform, CallbackURL: base + "/webchat/hook/" + c.secret, Secret: c.secret})
 }
 
-// hook accepts the delivery of a reply: the reply is already stored, and the
-// event streams read it from there, so accepting is all there is to do.
+// adapter is the web chat's side of the contract. A reply, an edit and a
+// turn's state are all in the store already, and the event streams read
+// them from there, so accepting is all there is to do; the platform id is
+// the stored message's.
+func (c *Chat) adapter() *adapter.Handler {
+	return &adapter.Handler{Secret: c.secret,
+		Send: func(_ context.Context, d adapter.Delivery) (string, error) {
+			return fmt.Sprintf("%s:%d", Platform, d.ID), nil
+		},
+		Edit:   func(context.Context, adapter.Edit, string) error { return nil },
+		Typing: func(context.Context, adapter.Typing) error { return nil },
+	}
+}
+
+// hook serves the contract's calls under the secret path.
 func (c *Chat) hook(w http.ResponseWriter, r *http.Request) {
 	if subtle.ConstantTimeCompare([]byte(r.PathValue("secret")), []byte(c.secret)) != 1 {
 		http.NotFound(w, r)
 		return
 	}
-	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-	w.WriteHeader(http.StatusNoContent)
+	c.handler.ServeHTTP(w, r)
 }
 
 // Folder is a folder the caller may message.

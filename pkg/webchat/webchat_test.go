@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/crackbox/crackbox/pkg/adapter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -114,8 +115,9 @@ func TestEventStream(t *testing.T) {
 	next("the failure notice", func(e Event) bool { return strings.Contains(e.Notice, "agent exited 1") })
 }
 
-// The delivery hook answers only at its secret path, so nothing else on the
-// host can stand in for the web chat's adapter.
+// The delivery hook answers only at its secret path and only signed calls,
+// so nothing else on the host can stand in for the web chat's adapter or
+// forge a call to it; past that it passes the adapter conformance kit.
 func TestHookNeedsItsSecret(t *testing.T) {
 	srv, l, c := newChat(t)
 	a, err := l.Store().GetAdapter(context.Background(), Platform)
@@ -124,7 +126,7 @@ func TestHookNeedsItsSecret(t *testing.T) {
 	}
 	flipped := c.secret[:len(c.secret)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(c.secret, "0")]
 	for path, want := range map[string]int{
-		"/webchat/hook/" + c.secret + "/send": 204,
+		"/webchat/hook/" + c.secret + "/send": 401,
 		"/webchat/hook/" + flipped + "/send":  404,
 		"/webchat/hook//send":                 404,
 	} {
@@ -137,6 +139,16 @@ func TestHookNeedsItsSecret(t *testing.T) {
 			t.Errorf("POST %s: %s, want %d", path, resp.Status, want)
 		}
 	}
+	rs, err := adapter.Check(context.Background(), adapter.KitConfig{URL: a.CallbackURL, Secret: a.Secret, Chat: "web:acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	adapter.PrintTable(&table, rs)
+	if !adapter.Passed(rs) {
+		t.Fatalf("the web chat fails the adapter conformance kit:\n%s", table.String())
+	}
+	t.Logf("web chat conformance:\n%s", table.String())
 	resp, err := http.Get(srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)
