@@ -42,6 +42,7 @@
 //	pkg/secrets         sealed secrets
 //	pkg/turn            turns: one guest per agent turn, through pkg/netjail and pkg/jail
 //	pkg/dispatch        turns as JetStream work items for runner hosts, folder leases
+//	pkg/home            folder homes as content-addressed chunks: scan, sync, history in JetStream
 //	pkg/gated           the per-folder MCP server
 //	pkg/delivery        outbound delivery
 //	pkg/adapter         the adapter contract: wire types, signature, handler, conformance kit

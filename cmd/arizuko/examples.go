@@ -45,6 +45,14 @@ cp CLAUDE.md "$(arizuko folder home demo --create)/"`,
 	"arizuko folder budget": `arizuko folder budget demo            # show
 arizuko folder budget demo 50         # at most 50 turns per 24 h
 arizuko folder budget demo default`,
+	"arizuko home": `arizuko home push demo examples/agents/scripted
+arizuko home log demo`,
+	"arizuko home log":     `arizuko home log demo --json`,
+	"arizuko home diff":    `arizuko home diff demo 3 4             # what turn 4's commit changed`,
+	"arizuko home restore": `arizuko home restore demo --version 3   # the next turn starts from version 3`,
+	"arizuko home push": `arizuko home push demo examples/agents/scripted
+arizuko home push corp/eng ./backup/corp-eng`,
+	"arizuko home pull": `arizuko home pull demo ./backup/demo`,
 	"arizuko route": `arizuko route add --seq 10 --match 'platform=term' --target demo
 arizuko route ls`,
 	"arizuko route add": `arizuko route add --seq 10 --match 'platform=term' --target demo

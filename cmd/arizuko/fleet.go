@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/config"
@@ -40,6 +41,8 @@ type FleetConfig struct {
 	// Require maps a folder to the runner labels its turns need, e.g.
 	// "acme" = ["kvm=true"]; a folder needs its own and its parents' labels.
 	Require map[string][]string `toml:"require"`
+	// Home bounds folder homes and their history, kept in the fleet's store.
+	Home HomeConfig `toml:"home"`
 }
 
 func (fc FleetConfig) validate() error {
@@ -48,6 +51,9 @@ func (fc FleetConfig) validate() error {
 	}
 	if fc.Replicas < 0 || fc.Replicas > 5 {
 		return fmt.Errorf("fleet.replicas %d: want 1 to 5 (default 3)", fc.Replicas)
+	}
+	if err := fc.Home.validate(); err != nil {
+		return err
 	}
 	for f, ls := range fc.Require {
 		if err := folder.Validate(f); err != nil {
@@ -90,8 +96,8 @@ func (fc FleetConfig) require(f string) []string {
 // startFleet connects to NATS, makes the fleet's streams and returns the
 // dispatcher that replaces the host's turn runner, and the claims that let
 // one control plane of the fleet fire each schedule's due time.
-func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate) (*dispatch.Dispatcher, schedule.Claimer, func(), error) {
-	d, js, stop, err := startDispatch(ctx, fc, g, gate)
+func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, schedule.Claimer, func(), error) {
+	d, js, stop, err := startDispatch(ctx, fc, g, gate, reg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -113,7 +119,7 @@ func startFleet(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.
 	return d, c, stop, nil
 }
 
-func startDispatch(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate) (*dispatch.Dispatcher, jetstream.JetStream, func(), error) {
+func startDispatch(ctx context.Context, fc FleetConfig, g *gated.Server, gate *acl.Gate, reg prometheus.Registerer) (*dispatch.Dispatcher, jetstream.JetStream, func(), error) {
 	if err := fc.validate(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -135,7 +141,10 @@ func startDispatch(ctx context.Context, fc FleetConfig, g *gated.Server, gate *a
 		nc.Close()
 		return nil, nil, nil, fmt.Errorf("fleet: %w", err)
 	}
-	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration})
+	s.Homes.Retention = fc.Home.retention()
+	go collectHomes(ctx, s.Homes)
+	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration,
+		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
 	return d, js, nc.Close, nil
 }

@@ -180,6 +180,12 @@ func (f *fleetEnv) startRunner(name, token string, capacity int, extra ...string
 func (f *fleetEnv) startRunnerIn(x *nettest.Host, name, token string, capacity int, extra ...string) *runnerProc {
 	f.t.Helper()
 	r := &runnerProc{name: name, data: filepath.Join(f.t.TempDir(), name), logs: &nettest.Buffer{}, done: make(chan struct{})}
+	// A runner started again under its name is its host restarting it: same data dir.
+	f.mu.Lock()
+	if old := f.runners[name]; old != nil {
+		r.data = old.data
+	}
+	f.mu.Unlock()
 	args := append([]string{"runner", "--nats", f.nats.URL(), "--server", "http://" + f.addr, "--token", token,
 		"--capacity", fmt.Sprint(capacity), "--unsafe-host-agent", "--log-level", "info"}, f.runnerNATS(name)...)
 	args = append(args, extra...)

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
+	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/service"
 	"github.com/crackbox/crackbox/pkg/store"
 )
@@ -42,6 +45,7 @@ func TestFleetNetnsLinkCutMidTurn(t *testing.T) {
 	f, hosts := netnsFleet(t, map[string]string{"k": `exec 9>"$LIVE/k.lock"
 flock -n 9 || echo "$ARIZUKO_TURN" >> "$LIVE/overlap"
 echo "$ARIZUKO_TURN $HOME" >> "$LIVE/ran"
+echo "$HOME" > "$HOME/by"
 python3 "$AGENT" || exit $?
 echo "$HOME" >> "$LIVE/replied"
 exec sleep 20`})
@@ -81,6 +85,14 @@ exec sleep 20`})
 	}
 	if rep := f.replies("k"); len(rep) != 1 || rep[0].Text != "echo: hello" {
 		t.Fatalf("chat got %d replies %+v, want exactly one", len(rep), rep)
+	}
+	// The cut runner's attempt committed nothing: the one version is the re-run's.
+	var vs []home.Version
+	mustJSON(t, mustAz(t, f.env, "--json", "home", "log", "k"), &vs)
+	pulled := filepath.Join(t.TempDir(), "k")
+	mustAz(t, f.env, "home", "pull", "k", pulled)
+	if by, _ := os.ReadFile(filepath.Join(pulled, "by")); len(vs) != 1 || !strings.Contains(string(by), "/"+other.name+"/") {
+		t.Errorf("home log %+v, by %q: want one version, written on %s", vs, by, other.name)
 	}
 
 	// Back on the link, the cut runner serves turns again: the other one is

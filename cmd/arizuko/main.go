@@ -56,7 +56,7 @@ otherwise open the data dir directly.`,
 		newFolderCmd(a), newRouteCmd(a), newNetworkCmd(a), newSecretCmd(a),
 		newGrantCmd(a), newAuditCmd(a), newObserveCmd(a), newTokenCmd(a), newTurnsCmd(a),
 		newHookCmd(a), newScheduleCmd(a),
-		newManPagesCmd(), newRunnerCmd(a), newAdapterCmd(a),
+		newManPagesCmd(), newRunnerCmd(a), newAdapterCmd(a), newHomeCmd(a),
 	)
 	a.decorate(root)
 	return root

@@ -30,6 +30,10 @@ func TestOpenAPIFleetSamples(t *testing.T) {
 		{"POST", "/v1/fleet/renew", rt.Secret, claim, nil, 409},
 		{"POST", "/v1/fleet/mcp", rt.Secret, "", map[string]string{"Upgrade": "arizuko-mcp", "Connection": "Upgrade", "X-Arizuko-Claim": claim}, 409},
 		{"POST", "/v1/fleet/mcp", rt.Secret, "", map[string]string{"Upgrade": "arizuko-mcp", "X-Arizuko-Claim": "{"}, 400},
+		{"POST", "/v1/fleet/home/latest", rt.Secret, claim, nil, 409},
+		{"POST", "/v1/fleet/home/chunks", rt.Secret, `{"turn":7,"attempt":1,"dispatch":"d-1","folder":"acme","hashes":[]}`, nil, 409},
+		{"POST", "/v1/fleet/home/manifest", rt.Secret, `{"entries":[]}`, map[string]string{"X-Arizuko-Claim": claim}, 409},
+		{"POST", "/v1/fleet/home/upload", rt.Secret, "", map[string]string{"X-Arizuko-Claim": "{"}, 400},
 		{"GET", "/v1/folders", rt.Secret, "", nil, 403},
 	}
 	for _, st := range steps {

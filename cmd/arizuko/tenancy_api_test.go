@@ -100,6 +100,16 @@ var tenancyTable = []tenancyRow{
 	{"POST /v1/fleet/outcome", "/v1/fleet/outcome", `{}`, deny, deny, deny, any_},
 	{"POST /v1/fleet/renew", "/v1/fleet/renew", `{}`, deny, deny, deny, any_},
 	{"POST /v1/fleet/mcp", "/v1/fleet/mcp", "", deny, deny, deny, any_},
+	{"POST /v1/fleet/home/latest", "/v1/fleet/home/latest", `{}`, deny, deny, deny, any_},
+	{"POST /v1/fleet/home/chunks", "/v1/fleet/home/chunks", `{}`, deny, deny, deny, any_},
+	{"POST /v1/fleet/home/upload", "/v1/fleet/home/upload", "", deny, deny, deny, any_},
+	{"POST /v1/fleet/home/manifest", "/v1/fleet/home/manifest", "", deny, deny, deny, any_},
+	// An empty body is an empty tar: each push of acme's home is a version.
+	{"PUT /v1/home/files", "/v1/home/files?folder=acme", "", deny, deny, ok, ok},
+	{"GET /v1/home/files", "/v1/home/files?folder=acme", "", deny, deny, ok, ok},
+	{"GET /v1/home/log", "/v1/home/log?folder=acme", "", deny, deny, mine, ok},
+	{"GET /v1/home/diff", "/v1/home/diff?folder=acme&a=0&b=1", "", deny, deny, ok, ok},
+	{"POST /v1/home/restore", "/v1/home/restore", `{"folder":"acme","version":1}`, deny, deny, ok, ok},
 }
 
 // Every operation of openapi.yaml, run by the operator, tenant acme's token,

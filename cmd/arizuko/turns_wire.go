@@ -148,11 +148,15 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	var claims schedule.Claimer
 	if tc.fleet.NATS != "" {
 		var err error
-		if fleet, claims, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate()); err != nil {
+		if fleet, claims, stopFleet, err = startFleet(ctx, tc.fleet, g, l.Gate(), l.Registry()); err != nil {
 			cancel()
 			return nil, nil, err
 		}
 		runner = fleet
+		// Before the queue runs: a turn must not start from an empty home.
+		if err := importLocalHomes(ctx, l, fleet.Homes(), tc.fleet.Home.limits); err != nil {
+			slog.Error("homes on this host not imported into the fleet's store", "err", err)
+		}
 	}
 	q = turn.New(turn.Options{
 		Store: st, Gate: l.Gate(), Control: l, Gated: g, DataDir: l.DataDir(),
@@ -180,10 +184,13 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 
 	core := api.NewServer(kick, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
 	hook.New(l, kick.PostMessage).Register(core)
+	var homes homeKeeper = &localHomes{data: l.DataDir(), lim: tc.fleet.Home.limits}
 	if fleet != nil {
 		fleet.Register(core)
+		homes = fleetHomes{s: fleet.Homes(), lim: tc.fleet.Home.limits}
 		core.Note("fleet_nats", natsauth.Auth{Insecure: tc.fleet.insecure}.Describe())
 	}
+	registerHomes(core, l, homes)
 	core.Handle("/v1/metrics", map[string]api.HandlerFunc{"GET": func(w http.ResponseWriter, r *http.Request) error {
 		// Counts name tenants: the operator's and read tokens' alone.
 		if err := l.Gate().Check(r.Context(), service.Principal(r.Context()), "audit:read", ""); err != nil {

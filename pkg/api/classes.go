@@ -33,6 +33,11 @@ var classes = map[string]Class{
 	"POST /v1/fleet/outcome": Fleet,
 	"POST /v1/fleet/renew":   Fleet,
 	"POST /v1/fleet/mcp":     Fleet,
+
+	"POST /v1/fleet/home/latest":   Fleet,
+	"POST /v1/fleet/home/chunks":   Fleet,
+	"POST /v1/fleet/home/upload":   Fleet,
+	"POST /v1/fleet/home/manifest": Fleet,
 }
 
 // classOf is the class of an authenticated route: its entry in classes, else

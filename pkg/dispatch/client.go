@@ -14,8 +14,13 @@ import (
 	"github.com/crackbox/crackbox/pkg/service"
 )
 
-// ErrRefused is a runner token the control plane does not accept.
-var ErrRefused = errors.New("control plane refused the runner's token")
+var (
+	// ErrRefused is a runner token the control plane does not accept.
+	ErrRefused = errors.New("control plane refused the runner's token")
+	// ErrBadRequest is a request the control plane refused as invalid: a
+	// retry would be refused alike.
+	ErrBadRequest = errors.New("control plane refused the request as invalid")
+)
 
 // Client is a runner's side of the fleet routes.
 type Client struct {
@@ -85,6 +90,8 @@ func statusErr(path string, resp *http.Response) error {
 		return fmt.Errorf("%s: %w", msg, ErrStale)
 	case http.StatusForbidden:
 		return fmt.Errorf("%s: %w", msg, ErrNotHolder)
+	case http.StatusBadRequest:
+		return fmt.Errorf("%s: %w", msg, ErrBadRequest)
 	}
 	return errors.New(msg)
 }
@@ -105,7 +112,16 @@ func (c *Client) Claim(ctx context.Context, cl Claim) (Work, error) {
 
 // Report sends an attempt's outcome.
 func (c *Client) Report(ctx context.Context, o Outcome) error {
-	return c.call(ctx, http.MethodPost, PathOutcome, o, nil)
+	_, err := c.ReportAck(ctx, o)
+	return err
+}
+
+// ReportAck sends an attempt's outcome and returns what the control plane
+// committed with it.
+func (c *Client) ReportAck(ctx context.Context, o Outcome) (OutcomeAck, error) {
+	var ack OutcomeAck
+	err := c.call(ctx, http.MethodPost, PathOutcome, o, &ack)
+	return ack, err
 }
 
 // Renew tells the control plane the holder of claim cl is alive.

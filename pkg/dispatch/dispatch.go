@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/natsauth"
 )
@@ -100,6 +101,8 @@ type Work struct {
 	CPUs      int             `json:"cpus,omitempty"`
 	// Answer asks for the agent's stdout alone in Outcome.Answer.
 	Answer bool `json:"answer,omitempty"`
+	// HomeLimits bound the home the turn may leave.
+	HomeLimits home.Limits `json:"home_limits"`
 }
 
 // Outcome is how a claimed attempt ended on its runner.
@@ -115,6 +118,10 @@ type Outcome struct {
 	Terminal bool     `json:"terminal,omitempty"` // a retry cannot fix it
 	Output   string   `json:"output,omitempty"`   // the tail of the agent's output
 	Answer   string   `json:"answer,omitempty"`   // the tail of its stdout alone, when the job asked for it
+	// Home is the hash of the manifest the runner sent for this attempt's
+	// home: committed with a success, dropped otherwise.
+	Home      string    `json:"home,omitempty"`
+	HomeStats HomeStats `json:"home_stats"`
 }
 
 // Advert is what a runner announces in RunnerBucket while it runs.

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/internal/lograte"
 	"github.com/crackbox/crackbox/pkg/acl"
 	"github.com/crackbox/crackbox/pkg/gated"
+	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/turn"
 )
@@ -35,7 +37,14 @@ type Options struct {
 	LeaseTTL time.Duration
 	// Gate audits refused fleet requests (nil: logged only).
 	Gate *acl.Gate
-	Log  *slog.Logger
+	// HomeLimits bounds a folder's home (nil: no bound).
+	HomeLimits func(folder string) home.Limits
+	// KeepFailed says whether a folder commits the home of a turn that
+	// failed terminally (nil: never).
+	KeepFailed func(folder string) bool
+	// Metrics registers the home counters (nil: not exported).
+	Metrics prometheus.Registerer
+	Log     *slog.Logger
 }
 
 // refusedWarnEvery is how often a refused fleet request is logged.
@@ -50,7 +59,8 @@ type Dispatcher struct {
 	flights map[string]*flight // by dispatch id
 	// warned bounds the refusal warnings a runner can trigger at will;
 	// refusals of a turn someone else holds are audited regardless.
-	warned lograte.Every
+	warned  lograte.Every
+	metrics homeMetrics
 }
 
 // flight is one published attempt the queue waits for.
@@ -68,6 +78,8 @@ type flight struct {
 	sessions *atomic.Int32 // tool sessions open under this claim
 	ctx      context.Context
 	cancel   context.CancelFunc
+
+	home *flightHome // what the claim fetched and sent of the folder's home
 }
 
 var _ turn.Runner = (*Dispatcher)(nil)
@@ -83,7 +95,13 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.Require == nil {
 		o.Require = func(string) []string { return nil }
 	}
-	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.Every{Interval: refusedWarnEvery}}
+	if o.HomeLimits == nil {
+		o.HomeLimits = func(string) home.Limits { return home.Limits{} }
+	}
+	if o.KeepFailed == nil {
+		o.KeepFailed = func(string) bool { return false }
+	}
+	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.Every{Interval: refusedWarnEvery}, metrics: newHomeMetrics(o.Metrics)}
 }
 
 func newID() string {
@@ -243,6 +261,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 			}
 			f.runner, f.seen, f.seq, f.sessions = runner, time.Now(), new(atomic.Int64), new(atomic.Int32)
 			f.ctx, f.cancel = context.WithCancel(context.Background())
+			f.home = nil
 		}
 		d.mu.Unlock()
 	}
@@ -253,7 +272,7 @@ func (d *Dispatcher) Claim(ctx context.Context, runner string, c Claim) (Work, e
 	j := f.job
 	d.o.Log.Info("turn claimed", "turn", c.Turn, "attempt", c.Attempt, "runner", runner)
 	return Work{Folder: j.Turn.Folder, Topic: j.Turn.Topic, Argv: j.Argv, Env: j.Env, Secrets: j.Secrets, Prompt: j.Prompt, GuestHome: j.GuestHome,
-		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs, Answer: j.Answer != nil}, nil
+		Allow: j.Allow, MemoryMiB: j.MemoryMiB, CPUs: j.CPUs, Answer: j.Answer != nil, HomeLimits: d.o.HomeLimits(j.Turn.Folder)}, nil
 }
 
 // held finds c's flight if runner's claim of it is the accepted one.
@@ -305,18 +324,27 @@ func (d *Dispatcher) session(ctx context.Context, runner string, c Claim) (conte
 	return f.ctx, t, func() { open.Add(-1) }, nil
 }
 
-// Report accepts the holder's outcome, once, and frees the folder's lease
-// if it still names the holder's dispatch.
-func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error {
+// Report accepts the holder's outcome, once, committing the home the
+// holder sent with it, and frees the folder's lease if it still names the
+// holder's dispatch.
+func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) (OutcomeAck, error) {
 	f, err := d.held(runner, o.Claim)
 	if err != nil {
 		d.refused(ctx, "outcome", runner, o.Claim, err)
-		return err
+		return OutcomeAck{}, err
+	}
+	if len(f.done) > 0 {
+		return OutcomeAck{}, fmt.Errorf("turn %d attempt %d: outcome already reported: %w", o.Turn, o.Attempt, ErrStale)
+	}
+	ack, err := d.commitHome(ctx, f, o)
+	if err != nil {
+		return OutcomeAck{}, err
 	}
 	select {
 	case f.done <- o:
+		d.recordHomeStats(o.HomeStats)
 	default:
-		return fmt.Errorf("turn %d attempt %d: outcome already reported: %w", o.Turn, o.Attempt, ErrStale)
+		return OutcomeAck{}, fmt.Errorf("turn %d attempt %d: outcome already reported: %w", o.Turn, o.Attempt, ErrStale)
 	}
 	if e, err := d.o.Setup.Leases.Get(ctx, LeaseKey(f.item.Folder)); err == nil {
 		var l Lease
@@ -327,7 +355,7 @@ func (d *Dispatcher) Report(ctx context.Context, runner string, o Outcome) error
 		}
 	}
 	d.o.Log.Info("turn outcome", "turn", o.Turn, "attempt", o.Attempt, "runner", runner, "exit", o.Exit, "err", o.Error)
-	return nil
+	return ack, nil
 }
 
 // claimer is the runner whose claim of f the control plane accepted.

@@ -29,6 +29,10 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	if err != nil {
 		return fail(err, true)
 	}
+	ht, err := r.pullHome(ctx, c, w.Folder, home)
+	if err != nil {
+		return fail(fmt.Errorf("home: %w", err), false)
+	}
 	tunnel := func(g net.Conn) {
 		defer g.Close()
 		rwc, err := r.o.Client.Tunnel(ctx, c)
@@ -69,9 +73,14 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 	}
 	res, err := r.o.Exec.Run(ctx, job)
 	out.Exit, out.ExecError, out.Egress, out.Output, out.Answer = res.Exit, res.ExecError, res.Egress, string(tail.Bytes()), string(answer.Bytes())
-	out.Guarded = res.Guarded
+	out.Guarded, out.HomeStats = res.Guarded, ht.stats
 	if err != nil {
 		out.Error, out.Terminal = err.Error(), errors.Is(err, turn.ErrTerminal)
+	}
+	// A turn cut off (lease lost, shutdown) sends nothing; a retryable
+	// failure would have nothing committed anyway.
+	if ctx.Err() == nil && ((out.Error == "" && out.Exit == 0) || out.Terminal) {
+		r.pushHome(ctx, c, ht, w.HomeLimits, &out)
 	}
 	return out
 }

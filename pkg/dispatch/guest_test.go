@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/home"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 	"github.com/crackbox/crackbox/pkg/service"
@@ -45,11 +46,17 @@ func TestFleetTurnInRealGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	home, err := folder.EnsureHome(data, "g")
+	// The folder's home is the control plane's: seeded as `arizuko home push`
+	// does, fetched by the runner before the guest starts.
+	seed := t.TempDir()
+	if err := os.WriteFile(filepath.Join(seed, "agent.py"), agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, _, _, err := home.Scan(seed, nil, home.Limits{}, func(_ string, b []byte) error { _, err := p.setup.Homes.PutChunk(p.ctx, b); return err })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(home, "agent.py"), agent, 0o755); err != nil {
+	if _, err := p.setup.Homes.Commit(p.ctx, "g", m, home.Version{Source: "push"}); err != nil {
 		t.Fatal(err)
 	}
 	actx := service.WithPrincipal(p.ctx, service.AdminPrincipal)
@@ -76,5 +83,12 @@ func TestFleetTurnInRealGuest(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the denial is not in the control plane's audit: %+v", audit)
+	}
+	dir, _ := folder.Home(data, "g")
+	if _, err := os.Stat(filepath.Join(dir, "agent.py")); err != nil {
+		t.Errorf("the runner's copy of the home: %v", err)
+	}
+	if l, err := p.setup.Homes.Log(p.ctx, "g"); err != nil || len(l.Versions) != 1 {
+		t.Errorf("home log %+v %v: a turn that changed nothing commits no version", l, err)
 	}
 }

@@ -35,6 +35,7 @@ func (d *Dispatcher) Register(s *api.Server) {
 	s.Handle(PathOutcome, map[string]api.HandlerFunc{"POST": d.handleOutcome})
 	s.Handle(PathRenew, map[string]api.HandlerFunc{"POST": d.handleRenew})
 	s.Handle(PathMCP, map[string]api.HandlerFunc{"POST": d.handleMCP})
+	d.registerHomes(s)
 }
 
 // Whoami is the runner identity the control plane sees for a token.
@@ -98,11 +99,11 @@ func (d *Dispatcher) handleOutcome(w http.ResponseWriter, r *http.Request) error
 	if err := api.Decode(w, r, &o); err != nil {
 		return err
 	}
-	if err := d.Report(r.Context(), runner, o); err != nil {
+	ack, err := d.Report(r.Context(), runner, o)
+	if err != nil {
 		return apiErr(err)
 	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return api.WriteJSON(w, http.StatusOK, ack)
 }
 
 func (d *Dispatcher) handleRenew(w http.ResponseWriter, r *http.Request) error {

@@ -210,10 +210,14 @@ func (r *Runner) handle(ctx context.Context, msg jetstream.Msg) {
 // delivered before the lease went.
 func (r *Runner) report(ctx context.Context, log *slog.Logger, out Outcome) bool {
 	for {
-		err := r.o.Client.Report(ctx, out)
+		ack, err := r.o.Client.ReportAck(ctx, out)
 		switch {
 		case err == nil:
-			log.Info("turn reported", "exit", out.Exit, "err", out.Error)
+			log.Info("turn reported", "exit", out.Exit, "err", out.Error, "home_version", ack.HomeVersion)
+			if ack.HomeHash != "" {
+				// This host's copy is the version just committed.
+				r.homeCache().SetClean(out.Folder, ack.HomeHash)
+			}
 			return true
 		case errors.Is(err, ErrStale), errors.Is(err, ErrNotHolder), errors.Is(err, ErrRefused):
 			log.Warn("outcome refused", "err", err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crackbox/crackbox/pkg/home"
 )
 
 // Setup is the JetStream state of a fleet: the work stream, the runners'
@@ -17,6 +19,9 @@ type Setup struct {
 	Consumer jetstream.Consumer
 	Leases   jetstream.KeyValue
 	Runners  jetstream.KeyValue
+	// Homes holds folder homes; the control plane's alone (runners reach
+	// homes through its API), nil in a runner's Setup.
+	Homes *home.Store
 }
 
 // Ensure creates or updates the fleet's stream, consumer and buckets (the
@@ -66,7 +71,8 @@ func ensure(ctx context.Context, js jetstream.JetStream, ttl time.Duration, repl
 	if err != nil {
 		return s, fmt.Errorf("bucket %s: %w", RunnerBucket, err)
 	}
-	return s, nil
+	s.Homes, err = home.Ensure(ctx, js, replicas, slog.Default())
+	return s, err
 }
 
 // Await waits for a control plane to have run Ensure (a runner may start first).

@@ -107,6 +107,9 @@ func (l *Local) Metrics() http.Handler {
 	return promhttp.HandlerFor(l.reg, promhttp.HandlerOpts{})
 }
 
+// Registry is where the daemon's parts register their own metrics.
+func (l *Local) Registry() prometheus.Registerer { return l.reg }
+
 // Close closes the database.
 func (l *Local) Close() error { return l.st.Close() }
 
