@@ -31,6 +31,8 @@ MOVES=(
 	"pkg/buildinfo internal/buildinfo"
 	"pkg/proc internal/proc"
 	"pkg/logfile internal/logfile"
+	"pkg/natsauth internal/natsauth"
+	"pkg/slackadapter/slacktest internal/slacktest"
 	# the jail: the guest, its protocol and image, its shares, its network, its records
 	"pkg/control pkg/jail/control"
 	"pkg/guest pkg/jail/guest"
@@ -56,6 +58,12 @@ MOVES=(
 	"pkg/store pkg/arizuko/store"
 	"pkg/turn pkg/arizuko/turn"
 	"pkg/webchat pkg/arizuko/webchat"
+	"pkg/adapter pkg/arizuko/adapter"
+	"pkg/email pkg/arizuko/email"
+	"pkg/hook pkg/arizuko/hook"
+	"pkg/home pkg/arizuko/home"
+	"pkg/schedule pkg/arizuko/schedule"
+	"pkg/slackadapter pkg/arizuko/slackadapter"
 )
 # The top level of pkg/ after the moves.
 KEEP=(admin arizuko config jail proxy router secrets)
