@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 0
 # release tarball these carry it instead (crackbox --version, /health, run records).
 VERSION  ?= $(shell git describe --tags --dirty 2>/dev/null)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
-LDFLAGS  := -X github.com/crackbox/crackbox/pkg/buildinfo.version=$(VERSION) -X github.com/crackbox/crackbox/pkg/buildinfo.revision=$(REVISION)
+LDFLAGS  := -X github.com/crackbox/crackbox/internal/buildinfo.version=$(VERSION) -X github.com/crackbox/crackbox/internal/buildinfo.revision=$(REVISION)
 
 .PHONY: all build deps test-deps kernel debian-kernel guest-init demo install dist test test-fresh test-install test-units vet bench clean
 

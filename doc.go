@@ -6,57 +6,57 @@
 // one agent turn):
 //
 //	pkg/jail            jail.Run(ctx, Spec): one throwaway QEMU guest for one command
-//	pkg/jail/jailtest   the one helper tests boot guests through (two at a time)
-//	pkg/netjail         the run's network: tap, nftables table, address pool, proxy and DNS
+//	internal/jailtest   the one helper tests boot guests through (two at a time)
+//	pkg/jail/netjail         the run's network: tap, nftables table, address pool, proxy and DNS
 //	pkg/proxy           the egress proxy: forward and transparent modes, destination guard
-//	pkg/allow           the one host matcher every allow decision goes through
-//	pkg/dns             the per-run DNS responder (allowlisted names only)
-//	pkg/dest            the destination refusals the proxy returns and the DNS responder maps
-//	pkg/inject          secret placeholders, request rewriting, response scrubbing
-//	pkg/sharefs         the 9p server for workdir, volumes and /etc
-//	pkg/initramfs       the guest's initramfs, built in Go
-//	pkg/control         the host to guest-init protocol
+//	pkg/proxy/allow           the one host matcher every allow decision goes through
+//	pkg/proxy/dns             the per-run DNS responder (allowlisted names only)
+//	pkg/proxy/dest            the destination refusals the proxy returns and the DNS responder maps
+//	pkg/proxy/inject          secret placeholders, request rewriting, response scrubbing
+//	pkg/jail/sharefs         the 9p server for workdir, volumes and /etc
+//	pkg/jail/initramfs       the guest's initramfs, built in Go
+//	pkg/jail/control         the host to guest-init protocol
 //	pkg/config          crackbox.toml and the CRACKBOX_* names: flags > env > file > defaults
-//	pkg/proc            process start times from /proc
-//	pkg/buildinfo       the version behind --version and /health
+//	internal/proc            process start times from /proc
+//	internal/buildinfo       the version behind --version and /health
 //	internal/lograte    rate-limited warnings for what a guest or client can trigger at will
 //	internal/hostfile   opens operator-named files without following planted symlinks
 //
 // crackbox alone (cmd/crackbox):
 //
 //	pkg/admin           the proxy daemon's admin API and state file
-//	pkg/fleet           the registry proxy replicas share through a JetStream KV bucket
-//	pkg/natsauth        NATS credentials and TLS, refused unless given or --insecure-nats
-//	pkg/runrec          run records (crackbox runs)
-//	pkg/logfile         append-only, size-capped log files
+//	pkg/admin/fleet           the registry proxy replicas share through a JetStream KV bucket
+//	internal/natsauth        NATS credentials and TLS, refused unless given or --insecure-nats
+//	pkg/jail/runrec          run records (crackbox runs)
+//	internal/logfile         append-only, size-capped log files
 //
 // arizuko alone (cmd/arizuko):
 //
-//	pkg/service         arizuko's operations (local and remote behind one interface)
-//	pkg/service/servicetest  the test fixture: a fresh data dir with a bootstrapped service
-//	pkg/api             its HTTP API and scoped tokens
-//	pkg/store           the store, SQLite or PostgreSQL (the only package with SQL)
-//	pkg/folder          folders (tenants)
+//	pkg/arizuko/service         arizuko's operations (local and remote behind one interface)
+//	internal/servicetest  the test fixture: a fresh data dir with a bootstrapped service
+//	pkg/arizuko/api             its HTTP API and scoped tokens
+//	pkg/arizuko/store           the store, SQLite or PostgreSQL (the only package with SQL)
+//	pkg/arizuko/folder          folders (tenants)
 //	pkg/router          routes: which folder gets an inbound message
-//	pkg/acl             grants: the decision on every tool call
+//	pkg/arizuko/acl             grants: the decision on every tool call
 //	pkg/secrets         sealed secrets
-//	pkg/turn            turns: one guest per agent turn, through pkg/netjail and pkg/jail
-//	pkg/dispatch        turns as JetStream work items for runner hosts, folder leases
-//	pkg/home            folder homes as content-addressed chunks: scan, sync, history in JetStream
-//	pkg/gated           the per-folder MCP server
-//	pkg/delivery        outbound delivery
-//	pkg/adapter         the adapter contract: wire types, signature, handler, conformance kit
-//	pkg/slackadapter    the Slack adapter (Events API in, chat.postMessage out)
-//	pkg/slackadapter/slacktest  a loopback stand-in for the Slack Web API it uses
-//	pkg/webchat         the web chat page
-//	pkg/hook            webhooks: a POST to /hook/<token> becomes a message
-//	pkg/schedule        scheduled turns: cron firing, once per due time
-//	pkg/email           the email channel: IMAP in, SMTP replies, verified senders
-//	pkg/webdriver       the WebDriver client the web chat's browser test drives
+//	pkg/arizuko/turn            turns: one guest per agent turn, through pkg/jail/netjail and pkg/jail
+//	pkg/arizuko/dispatch        turns as JetStream work items for runner hosts, folder leases
+//	pkg/arizuko/home            folder homes as content-addressed chunks: scan, sync, history in JetStream
+//	pkg/arizuko/gated           the per-folder MCP server
+//	pkg/arizuko/delivery        outbound delivery
+//	pkg/arizuko/adapter         the adapter contract: wire types, signature, handler, conformance kit
+//	pkg/arizuko/slackadapter    the Slack adapter (Events API in, chat.postMessage out)
+//	internal/slacktest  a loopback stand-in for the Slack Web API it uses
+//	pkg/arizuko/webchat         the web chat page
+//	pkg/arizuko/hook            webhooks: a POST to /hook/<token> becomes a message
+//	pkg/arizuko/schedule        scheduled turns: cron firing, once per due time
+//	pkg/arizuko/email           the email channel: IMAP in, SMTP replies, verified senders
+//	internal/webdriver       the WebDriver client the web chat's browser test drives
 //
 // Inside the guest (guestfs/init, PID 1 of every guest):
 //
-//	pkg/guest           guest-init
+//	pkg/jail/guest           guest-init
 //	guestfs/init        its main package
 //	guestfs/probe       the syscall probe a guest test runs
 //

@@ -252,10 +252,10 @@ bench_arizuko() {
   mkdir -p "$OUT"
   log "arizuko benchmarks (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   {
-    $GO test -run '^$' -bench . -benchtime 2s ./pkg/service ./pkg/store ./pkg/api
-    $GO test -run '^$' -bench SlotHandoff -benchtime 200x ./pkg/turn
+    $GO test -run '^$' -bench . -benchtime 2s ./pkg/arizuko/service ./pkg/arizuko/store ./pkg/arizuko/api
+    $GO test -run '^$' -bench SlotHandoff -benchtime 200x ./pkg/arizuko/turn
     CRACKBOX_GUEST_INIT=$PWD/bin/guest-init timeout 1800 $GO test -run '^$' \
-      -bench 'MessageToAgentStart|TurnsPerMinute' -benchtime "${BENCH_ARIZUKO_N:-5}x" -timeout 30m ./pkg/turn
+      -bench 'MessageToAgentStart|TurnsPerMinute' -benchtime "${BENCH_ARIZUKO_N:-5}x" -timeout 30m ./pkg/arizuko/turn
   } 2>&1 | tee "$OUT/arizuko.txt"
   log "report written to $OUT/arizuko.txt"
 }

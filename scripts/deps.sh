@@ -26,7 +26,7 @@ if [ "$mode" = test ]; then
   # starts throwaway postfix and dovecot for the email channel's tests.
   pkgs+=(qemu-utils busybox-static wget git python3 python3-pip python3-venv lz4 openssl systemd
     chromium chromium-driver nodejs npm postgresql postfix dovecot-imapd)
-  # Claude Code, the agent the guest tests start (cmd/crackbox, pkg/turn), from the npm
+  # Claude Code, the agent the guest tests start (cmd/crackbox, pkg/arizuko/turn), from the npm
   # registry like any user's install.
   npm_pkgs=(@anthropic-ai/claude-code)
 fi

@@ -50,7 +50,7 @@ mkdir -p "$work/tools/bin"
 printf '#!/bin/sh\necho tool-ok\n' > "$work/tools/bin/cbtool"
 chmod 0755 "$work/tools/bin/cbtool"
 cd "$work"
-# Hold a guest slot of pkg/jail/jailtest, so this guest counts against the machine's cap.
+# Hold a guest slot of internal/jailtest, so this guest counts against the machine's cap.
 slot=${TMPDIR:-/tmp}/crackbox-guest-slot-0.lock
 callpath="$prefix/bin:$work/tools/bin:$tmp/not-there:/usr/sbin:/usr/bin:/sbin:/bin"
 out=$(flock "$slot" env -i PATH="$callpath" HOME="$tmp/home" CRACKBOX_RUN_DIR="$tmp/run" CRACKBOX_RUNS_DIR="$tmp/runs" \

@@ -46,7 +46,7 @@ jobs)
     cd /
   done ;;
 build)
-  # npm ci from a warm npm cache, and go build of pkg/control with a warm module cache
+  # npm ci from a warm npm cache, and go build of pkg/jail/control with a warm module cache
   # (the host's, read-only at /gomod) and a warm build cache; the caches are copied into
   # /tmp first (untimed), so both places use the same.
   cp -r "$wd/gocache" /tmp/gocache; cp -r "$wd/npmcache" /tmp/npmcache
@@ -54,11 +54,11 @@ build)
   export HOME=/tmp GOCACHE=/tmp/gocache GOMODCACHE=/gomod GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
   # Warm what both places share (the go tool, the module cache's pages) untimed, so the
   # first place timed does not pay for it.
-  (cd /tmp/src && /usr/local/go/bin/go build ./pkg/control) >/dev/null 2>&1 || true
+  (cd /tmp/src && /usr/local/go/bin/go build ./pkg/jail/control) >/dev/null 2>&1 || true
   for place in work tmp; do
     case $place in work) d=$wd ;; tmp) d=/tmp ;; esac
     cd "$d/npm"; t npmci $place npm ci --offline --no-audit --no-fund --cache /tmp/npmcache
-    cd "$d/src"; t gobuild $place /usr/local/go/bin/go build ./pkg/control
+    cd "$d/src"; t gobuild $place /usr/local/go/bin/go build ./pkg/jail/control
     cd /
   done ;;
 reads)

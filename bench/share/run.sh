@@ -22,8 +22,8 @@ gomod=$(go env GOMODCACHE)
 prep() { # the build group's inputs: this repo's source, a build cache, an npm project
   mkdir -p "$wd/src" "$wd/npm"
   (cd "$repo" && git archive HEAD) | tar x -C "$wd/src"
-  # A build cache holding only what pkg/control needs: the guest copies it.
-  (cd "$wd/src" && GOCACHE=$wd/gocache GOFLAGS=-mod=mod go build ./pkg/control)
+  # A build cache holding only what pkg/jail/control needs: the guest copies it.
+  (cd "$wd/src" && GOCACHE=$wd/gocache GOFLAGS=-mod=mod go build ./pkg/jail/control)
   echo '{"name": "bench", "version": "1.0.0", "private": true, "dependencies": {"express": "4.21.2", "lodash": "4.17.21"}}' > "$wd/npm/package.json"
   # The lockfile names no tarball URLs, so npm ci looks up each package: one online
   # npm ci puts those answers in the cache the guest's offline one reads.

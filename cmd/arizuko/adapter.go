@@ -17,9 +17,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/adapter"
-	"github.com/crackbox/crackbox/pkg/slackadapter"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/slackadapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // errNotConforming is an adapter that failed a case of the conformance kit.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/adapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
 )
 
 // An out-of-tree adapter registered over the API hears, for one inbound

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/acl"
-	"github.com/crackbox/crackbox/pkg/schedule"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/pkg/arizuko/acl"
+	"github.com/crackbox/crackbox/pkg/arizuko/schedule"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // apiCall sends one request with the admin token and decodes a 2xx answer.
@@ -82,7 +82,7 @@ func turnOf(t *testing.T, st *store.Store, folder string, id int64) store.Turn {
 }
 
 // A webhook delivery to the daemon starts a turn in its folder and the
-// agent's reply lands in the folder's chat (signatures: pkg/hook's tests).
+// agent's reply lands in the folder's chat (signatures: pkg/arizuko/hook's tests).
 func TestWebhookStartsTurn(t *testing.T) {
 	base, token, st := chatDaemon(t, TurnsConfig{}, "acme")
 	var h service.NewHook

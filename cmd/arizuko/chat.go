@@ -20,12 +20,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/crackbox/crackbox/pkg/adapter"
-	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 // chatPlatform is the platform of every message typed in a terminal (`arizuko

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/adapter"
+	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
 )
 
 // The terminal chat is an adapter like any other: while a session is open,

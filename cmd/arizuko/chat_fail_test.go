@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // What the chat user sees when nothing can answer: a turn that fails for

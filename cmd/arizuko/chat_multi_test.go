@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // chatDaemon serves the daemon's handler with the turn pipeline over a fresh

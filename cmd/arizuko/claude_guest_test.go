@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // claudeKey is the model credential setup.sh seals; only the stand-in may see it.

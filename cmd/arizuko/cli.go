@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // table prints rows under header, aligned in columns.

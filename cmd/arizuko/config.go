@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/arizuko/email"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/email"
 	"github.com/crackbox/crackbox/pkg/router"
 	"github.com/crackbox/crackbox/pkg/secrets"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // Config is arizuko.toml.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 func TestExampleConfigDecodes(t *testing.T) {

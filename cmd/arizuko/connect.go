@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crackbox/crackbox/pkg/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/secrets"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // The daemon holds lockFile exclusively and advertises its URL in daemonFile.

@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/email"
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/email"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // startEmail runs the [email] channel inside the daemon when it is

@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/mailtest"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/pkg/arizuko/email"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/email"
-	"github.com/crackbox/crackbox/pkg/folder"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // examples is the Examples section of every command's --help, by command path.

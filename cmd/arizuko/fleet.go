@@ -11,13 +11,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/internal/natsauth"
+	"github.com/crackbox/crackbox/pkg/arizuko/acl"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/gated"
+	"github.com/crackbox/crackbox/pkg/arizuko/schedule"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/dispatch"
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/gated"
-	"github.com/crackbox/crackbox/pkg/natsauth"
-	"github.com/crackbox/crackbox/pkg/schedule"
 )
 
 // FleetConfig is the [fleet] section of arizuko.toml: turns run on runners

@@ -22,10 +22,10 @@ import (
 
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/api"
-	"github.com/crackbox/crackbox/pkg/dispatch"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // fleetLeaseTTL is the default: a loaded machine running the in-process

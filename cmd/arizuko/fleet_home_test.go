@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/dispatch"
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/home"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/home"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // counterAgent reads the count its folder's home holds, notes what it saw,

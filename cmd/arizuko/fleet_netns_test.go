@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/home"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/home"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // netnsFleet is a fleet whose NATS cluster and control plane listen only on

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/crackbox/crackbox/internal/natstest"
-	"github.com/crackbox/crackbox/pkg/dispatch"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
 )
 
 // The fleet on the shipped NATS config: the control plane and a runner, each

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/dispatch"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // markerAgent holds a per-folder lock while its turn runs, in every process

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // newFolderSetCmd is `arizuko folder set`.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/acl"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/acl"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // newGrantCmd is `arizuko grant`.

@@ -15,9 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/home"
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/home"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // newHomeCmd is `arizuko home`.

@@ -13,11 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/home"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/folder"
-	"github.com/crackbox/crackbox/pkg/home"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // HomeConfig is [fleet.home]: where a folder's home is control-plane state.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // hostProcess runs the agent as a host process instead of a guest, pointed

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/secrets"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // newInitCmd is `arizuko init`.

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/turn"
 )
 
 // withCrackboxEnv fills the guest settings arizuko.toml leaves empty from the

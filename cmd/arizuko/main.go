@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/buildinfo"
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/internal/buildinfo"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // app holds what the root's persistent flags set; every command reads them

@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/secrets"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/store"
 )
 
 var binary string

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // observe ls shows observations on the data dir; observe rm ends one through

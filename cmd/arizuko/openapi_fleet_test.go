@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // The fleet routes' real answers (a runner's identity, and refusals of

@@ -19,11 +19,11 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/crackbox/crackbox/internal/natstest"
-	"github.com/crackbox/crackbox/pkg/api"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/pkg/arizuko/api"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
@@ -33,7 +33,7 @@ func loadOpenAPI(t *testing.T) *openapi3.T {
 		t.Fatal(err)
 	}
 	if err := doc.Validate(context.Background()); err != nil {
-		t.Fatalf("pkg/api/openapi.yaml is not valid OpenAPI 3: %v", err)
+		t.Fatalf("pkg/arizuko/api/openapi.yaml is not valid OpenAPI 3: %v", err)
 	}
 	return doc
 }

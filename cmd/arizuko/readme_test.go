@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // The README's terminal paths, as written: a route on platform=term catches

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // newRouteCmd is `arizuko route`.

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/dispatch"
-	"github.com/crackbox/crackbox/pkg/natsauth"
+	"github.com/crackbox/crackbox/internal/natsauth"
+	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
 )
 
 // newRunnerCmd is `arizuko runner`: one host of the fleet.

@@ -18,8 +18,8 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // newServeCmd is `arizuko serve`.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/slacktest"
 	"github.com/crackbox/crackbox/pkg/router"
-	"github.com/crackbox/crackbox/pkg/slackadapter/slacktest"
 )
 
 // A Slack message reaches a folder through `arizuko adapter slack`, a turn

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/pgtest"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/secrets"
-	"github.com/crackbox/crackbox/pkg/service"
 )
 
 // `arizuko serve --store postgres://…` keeps every message in PostgreSQL: one posted

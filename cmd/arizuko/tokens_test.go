@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/turn"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // The pipeline's endpoints (adapters, turns, budgets) sit behind the same

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // parseBudget reads N (0 = unlimited) or "default".

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // `arizuko folder budget` on the data dir and through a running daemon.

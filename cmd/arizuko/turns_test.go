@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
 // turns ls|show read the data dir directly when no daemon runs.

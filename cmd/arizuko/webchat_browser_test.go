@@ -11,15 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
+	"github.com/crackbox/crackbox/internal/servicetest"
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/acl"
+	"github.com/crackbox/crackbox/internal/webdriver"
+	"github.com/crackbox/crackbox/pkg/arizuko/acl"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/store"
-	"github.com/crackbox/crackbox/pkg/turn"
-	"github.com/crackbox/crackbox/pkg/webdriver"
 )
 
 // slotRunner holds one of jailtest's machine-wide guest slots per attempt.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/service"
-	"github.com/crackbox/crackbox/pkg/service/servicetest"
-	"github.com/crackbox/crackbox/pkg/turn"
-	"github.com/crackbox/crackbox/pkg/webdriver"
+	"github.com/crackbox/crackbox/internal/servicetest"
+	"github.com/crackbox/crackbox/internal/webdriver"
+	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
 // Two tenants log in to the web chat side by side in real Chromium, each

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/runrec"
+	"github.com/crackbox/crackbox/pkg/jail/runrec"
 )
 
 func TestEveryCommandHasExamples(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
 func init() {

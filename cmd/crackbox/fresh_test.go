@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // freshDirs returns a run dir base and a cache dir that do not exist yet, under a

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
 func init() {

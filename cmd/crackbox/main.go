@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/crackbox/crackbox/pkg/buildinfo"
+	"github.com/crackbox/crackbox/internal/buildinfo"
 )
 
 // root is the command tree; each subcommand adds itself in its own file's init.

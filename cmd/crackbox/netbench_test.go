@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // benchBytes is what the throughput benchmark moves through the proxy.

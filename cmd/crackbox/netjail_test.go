@@ -19,9 +19,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
-	"github.com/crackbox/crackbox/pkg/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
 // requireTap stops the test through testreq unless this process may build tap networks.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/internal/jailtest"
 )
 
 // The programs a CI script or an agent runs, each doing something that needs a real

@@ -17,12 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/internal/logfile"
 	"github.com/crackbox/crackbox/pkg/admin"
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/admin/fleet"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/fleet"
-	"github.com/crackbox/crackbox/pkg/logfile"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // singleClientID names the client that --client / proxy.client registers.

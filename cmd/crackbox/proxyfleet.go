@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/natsauth"
 	"github.com/crackbox/crackbox/pkg/admin"
-	"github.com/crackbox/crackbox/pkg/fleet"
-	"github.com/crackbox/crackbox/pkg/natsauth"
+	"github.com/crackbox/crackbox/pkg/admin/fleet"
 )
 
 // openRegistry fills the daemon's registry: from the configured single client

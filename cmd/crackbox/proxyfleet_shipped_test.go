@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/crackbox/crackbox/internal/natstest"
-	"github.com/crackbox/crackbox/pkg/fleet"
+	"github.com/crackbox/crackbox/pkg/admin/fleet"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 

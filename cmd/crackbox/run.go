@@ -17,8 +17,8 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/netjail"
-	"github.com/crackbox/crackbox/pkg/runrec"
+	"github.com/crackbox/crackbox/pkg/jail/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/runrec"
 )
 
 // stopSignal is the signal that made forwardSignals stop the guest.

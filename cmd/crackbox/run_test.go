@@ -16,8 +16,8 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 var (

@@ -9,12 +9,12 @@ import (
 	"strings"
 
 	"github.com/crackbox/crackbox/internal/hostfile"
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/internal/logfile"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/logfile"
-	"github.com/crackbox/crackbox/pkg/netjail"
-	"github.com/crackbox/crackbox/pkg/runrec"
+	"github.com/crackbox/crackbox/pkg/jail/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/runrec"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // netFlags are the egress flags of crackbox run.

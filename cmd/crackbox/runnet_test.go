@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/runrec"
+	"github.com/crackbox/crackbox/pkg/jail/runrec"
 )
 
 func TestAllowList(t *testing.T) {

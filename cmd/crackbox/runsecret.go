@@ -7,7 +7,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/hostfile"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 // errSecretSyntax explains the --secret syntax.

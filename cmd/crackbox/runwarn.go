@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // warnStdinDropped says so when stdin is a pipe or a file that the run will not

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // secretValue is what the invoking environment holds; the guest must never see it.

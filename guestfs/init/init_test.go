@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // A FIFO behaves like an unconnected virtio-serial port: reads return EOF until a

@@ -1,5 +1,5 @@
 // Command guest-init is PID 1 in every crackbox guest. It mounts the kernel
-// filesystems, finds the control channel, and hands the session to pkg/guest, which
+// filesystems, finds the control channel, and hands the session to pkg/jail/guest, which
 // receives the RunSpec and runs the one command; guest-init builds the root and the
 // network for it (Prepare), then syncs and reboots, which ends QEMU (-no-reboot).
 //
@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crackbox/crackbox/pkg/guest"
+	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
 
 func main() {
@@ -28,7 +28,7 @@ func main() {
 	}
 	// Go starts the command with vfork, and the forking thread keeps its scheduler slot
 	// until the child's execve returns. An execve that reads a file from a share served
-	// over the control session (pkg/sharefs) waits for this process to relay that share,
+	// over the control session (pkg/jail/sharefs) waits for this process to relay that share,
 	// so a second slot must be free to do it, even on one vCPU.
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)

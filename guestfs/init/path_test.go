@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // TestApplyPath: the command's PATH is the caller's entries that exist in the guest, in

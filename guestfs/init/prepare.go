@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // builder turns a RunSpec into the guest the command runs in.

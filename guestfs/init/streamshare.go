@@ -9,12 +9,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crackbox/crackbox/pkg/control"
-	"github.com/crackbox/crackbox/pkg/guest"
+	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
 
 // fsStream is a share served by crackbox's own 9p server over a control stream
-// (pkg/sharefs) instead of a QEMU device: the host serves it as the directory's owner,
+// (pkg/jail/sharefs) instead of a QEMU device: the host serves it as the directory's owner,
 // and nothing about it is VM state, so a guest restored from a snapshot mounts it too.
 const fsStream = "9p-stream"
 

@@ -17,8 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/crackbox/crackbox/pkg/control"
-	"github.com/crackbox/crackbox/pkg/guest"
+	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
 
 // syncRoot holds, per share synced at exit, its read-only share (lower), the layer the

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/crackbox/crackbox/pkg/guest"
+	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
 
 // systemBundles are where distributions keep the CA bundle, first match wins.

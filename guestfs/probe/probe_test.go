@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // denied are the syscalls the default guest kernel may answer with ENOSYS, and why

@@ -106,7 +106,7 @@ func TestVMPackageWithoutKernel(t *testing.T) {
 		fail     bool
 	}{{"all", "0 passed, 1 failed, 0 skipped", true}, {"", "0 passed, 0 failed, 1 skipped", false}} {
 		t.Setenv(testreq.Switch, c.sw)
-		code, out := goTest(t, repoRoot(t), "-run=^TestGuestBoots$", "./pkg/jail/jailtest")
+		code, out := goTest(t, repoRoot(t), "-run=^TestGuestBoots$", "./internal/jailtest")
 		if (code != 0) != c.fail || lastLine(out) != c.line || !strings.Contains(out, want) {
 			t.Errorf("%s=%q: exit %d, last line %q: want %q and %q in the output", testreq.Switch, c.sw, code, lastLine(out), c.line, want)
 		}
@@ -118,7 +118,7 @@ func TestVMPackageWithoutKernel(t *testing.T) {
 func TestTapPackageWithoutTun(t *testing.T) {
 	testreq.Root(t, "hides /dev/net/tun in a private mount namespace")
 	t.Setenv(testreq.Switch, "all")
-	args := append(append([]string{"test", "-json", "-count=1"}, raceFlag...), "-run=^TestSetupBuildsTapAndTableAndCloseRemovesThem$", "./pkg/netjail")
+	args := append(append([]string{"test", "-json", "-count=1"}, raceFlag...), "-run=^TestSetupBuildsTapAndTableAndCloseRemovesThem$", "./pkg/jail/netjail")
 	cmd := exec.Command("sh", append([]string{"-c", `mount -t tmpfs tmpfs /dev/net && exec go "$@"`, "sh"}, args...)...)
 	cmd.Dir = repoRoot(t)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS} // Go makes / private

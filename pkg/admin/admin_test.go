@@ -18,8 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/buildinfo"
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/buildinfo"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 

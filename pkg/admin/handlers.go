@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/netip"
 
-	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/buildinfo"
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/internal/buildinfo"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 // maxBody bounds request bodies; the largest legitimate one is an allowlist.

@@ -9,8 +9,8 @@ import (
 	"net/netip"
 	"os"
 
-	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
 

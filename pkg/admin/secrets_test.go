@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/inject"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
 

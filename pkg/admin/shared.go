@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // ErrUnavailable marks an edit a shared registry could not store: the change

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // ErrInvalid marks a value that failed validation; the message names the key and the fix.

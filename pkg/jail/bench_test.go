@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/initramfs"
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 )
 
 // The CLI benchmarks below time the crackbox binary named by $CRACKBOX_BENCH_BIN

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/crackbox/crackbox/pkg/initramfs"
+	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 )
 
 // ModulesDirName is the directory guestfs/kernel/debian.sh writes beside a modular

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // TestDebianKernel boots Debian's cloud kernel (modules loaded by guest-init, every share

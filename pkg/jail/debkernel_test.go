@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // fakeModularKernel lays out what guestfs/kernel/debian.sh leaves: <dir>/vmlinux,

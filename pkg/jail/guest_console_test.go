@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
+	"github.com/crackbox/crackbox/internal/jailtest"
 )
 
 // flagWriter calls fn once the output contains marker.

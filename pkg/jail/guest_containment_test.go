@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // attackScript is guest root trying, through the share at $1, everything that would

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // credentialPaths is what the threat model promises a guest never sees. It is kept apart

@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 func TestWorkdirOwnerAndReadOnly(t *testing.T) {

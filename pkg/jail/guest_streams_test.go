@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // A guest that opens proxy streams without end gets maxGuestStreams served at once;

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 func TestExitStatus(t *testing.T) {

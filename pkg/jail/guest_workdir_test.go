@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // workdirJobs is what a CI script does in its project directory: SQLite in WAL mode

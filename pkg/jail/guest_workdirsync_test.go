@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // syncJobs, after workdirJobs, changes what the workdir held before the run (a

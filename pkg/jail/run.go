@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // ctlTimeout bounds how long QEMU may take to connect the control port; it does so while

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/yamux"
 
 	"github.com/crackbox/crackbox/internal/lograte"
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // ErrSessionLost is returned by runSession when the control session ended without an

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/control"
-	"github.com/crackbox/crackbox/pkg/guest"
+	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
 
 // socketPair is the byte stream guest-init and the host share, here a unix socketpair.
@@ -49,7 +49,7 @@ type result struct {
 	guestErr  error
 }
 
-// runBoth runs both ends of a session: pkg/guest as the guest, runSession as the host.
+// runBoth runs both ends of a session: pkg/jail/guest as the guest, runSession as the host.
 func runBoth(t *testing.T, ctx context.Context, rs control.RunSpec, stdio Stdio, h sessionHooks, cfg guest.Config) result {
 	t.Helper()
 	if ctx == nil {
@@ -451,7 +451,7 @@ func TestSessionExitWithOpenOutputEndsAtDeadline(t *testing.T) {
 	}
 }
 
-// Unprivileged, pkg/guest refuses another uid up front rather than letting the failed
+// Unprivileged, pkg/jail/guest refuses another uid up front rather than letting the failed
 // setuid look like a non-executable command.
 func TestSessionOtherUIDWithoutRoot(t *testing.T) {
 	if testreq.AsNobody(t) {

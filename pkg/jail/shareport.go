@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // sharePortCount is how many virtio-serial ports every guest has for stream shares. A

@@ -12,7 +12,7 @@ import (
 const (
 	FS9P       = "9p"
 	FSVirtiofs = "virtiofs"
-	// FSStream is a share served by crackbox's 9p server (pkg/sharefs) over a control
+	// FSStream is a share served by crackbox's 9p server (pkg/jail/sharefs) over a control
 	// stream rather than by a QEMU device.
 	FSStream = "9p-stream"
 )

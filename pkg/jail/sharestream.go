@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/lograte"
-	"github.com/crackbox/crackbox/pkg/sharefs"
+	"github.com/crackbox/crackbox/pkg/jail/sharefs"
 )
 
 // streamShares serves a run's FSStream shares: each guest stream for a share's tag is

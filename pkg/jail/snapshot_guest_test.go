@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // TestSnapshotRestore: the first compatible run makes the snapshot, it and a second run

@@ -18,7 +18,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // Sentinel errors callers branch on.
@@ -44,7 +44,7 @@ const (
 	ExitSignalBase    = 128 // + signal number
 )
 
-// Network modes: the one spelling of each, shared with the guest (pkg/control).
+// Network modes: the one spelling of each, shared with the guest (pkg/jail/control).
 const (
 	NetNone      = control.NetNone      // loopback only
 	NetTap       = control.NetTap       // a tap device, see Tap

@@ -59,7 +59,7 @@ type vmmIdentity struct {
 //     directory owned by that uid; kernel and initramfs reach it as inherited fds.
 //
 // In every mode the caller's shares (and the host view's /etc) are FSStream: served by
-// pkg/sharefs over the control session, one process per share running as the share's
+// pkg/jail/sharefs over the control session, one process per share running as the share's
 // owner (the invoking user through sudo) without capabilities, so guest root cannot
 // plant setuid files, device nodes or foreign owners on the host (sharestream.go). QEMU
 // serves none of the caller's files, so it never needs to be the caller.

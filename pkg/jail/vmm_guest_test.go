@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // qemuSeen is what the host can read about a running guest's QEMU.
@@ -102,7 +102,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	if _, err := jail.CgroupSupport(); err == nil && !strings.Contains(q.cgroup, "crackbox.vmm/") {
 		t.Errorf("QEMU %d is not in a run's cgroup leaf:\n%s", q.pid, q.cgroup)
 	}
-	// The work directory is served by a share server of its own (pkg/sharefs), which gets
+	// The work directory is served by a share server of its own (pkg/jail/sharefs), which gets
 	// only its own configuration as environment.
 	if len(shareServers) == 0 {
 		t.Error("no share server serves the work directory")

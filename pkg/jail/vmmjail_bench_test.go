@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
-	"github.com/crackbox/crackbox/pkg/jail/jailtest"
 )
 
 // BenchmarkVMMJail times whole runs of `true` with --net none, alternating with and

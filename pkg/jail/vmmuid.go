@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/crackbox/crackbox/pkg/proc"
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // The per-run QEMU identities. Each run that drops privileges claims one uid (and the gid

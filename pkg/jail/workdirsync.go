@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/sharefs"
+	"github.com/crackbox/crackbox/pkg/jail/sharefs"
 )
 
 // When the workdir's changes reach the host (Spec.WorkdirSync).

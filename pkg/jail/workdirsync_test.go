@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/control"
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // TestWorkdirSyncPlan: a bad mode is refused naming the value and the choices; exit

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/netip"
 
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // TLS limits for the peeker. A ClientHello may legally span several

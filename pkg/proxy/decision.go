@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 // Reasons carried in Decision.Reason and in the X-Crackbox-Error header.

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // verdict is the outcome of authorize: the addresses to dial, or the reason

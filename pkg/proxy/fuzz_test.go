@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 func FuzzParseAuthority(f *testing.F) {

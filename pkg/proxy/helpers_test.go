@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 var loopback8 = netip.MustParsePrefix("127.0.0.0/8")

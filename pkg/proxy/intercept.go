@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 // intercept terminates the client's TLS for host, a host bound to one of the

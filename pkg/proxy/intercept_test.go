@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 const (

@@ -27,8 +27,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/allow"
 	"github.com/crackbox/crackbox/pkg/proxy"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // netnsLab is a network namespace playing the sandbox, joined to the host by

@@ -1,6 +1,6 @@
 // Package proxy is the allowlist egress proxy: a forward HTTP/CONNECT proxy
 // and a transparent (NAT redirect) proxy that decide every request with
-// pkg/allow, resolve names themselves, refuse private destinations and dial
+// pkg/proxy/allow, resolve names themselves, refuse private destinations and dial
 // exactly the address they checked.
 //
 // Destination rules. A name must match the client's allowlist (host and
@@ -40,7 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/crackbox/crackbox/internal/lograte"
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 // Defaults applied to zero Options fields.

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/inject"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/inject"
 )
 
 // Registry errors callers branch on.

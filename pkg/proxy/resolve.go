@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/allow"
-	"github.com/crackbox/crackbox/pkg/dest"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/dest"
 )
 
-// Resolution errors callers branch on; pkg/dest owns them.
+// Resolution errors callers branch on; pkg/proxy/dest owns them.
 var (
 	ErrPrivateAddress = dest.ErrPrivateAddress
 	ErrNoAddress      = dest.ErrNoAddress

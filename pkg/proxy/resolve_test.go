@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/nettest"
-	"github.com/crackbox/crackbox/pkg/allow"
+	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
 
 func TestBlockedAddr(t *testing.T) {

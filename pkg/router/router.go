@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 )
 
 // DefaultEngagementTTL is how long an answered chat stays bound to its folder.

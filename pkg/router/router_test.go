@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 )
 
 func TestResolve(t *testing.T) {

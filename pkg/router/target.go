@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/crackbox/crackbox/pkg/folder"
+	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 )
 
 // SenderVar in a target folder expands to SanitizeSender of the message's
