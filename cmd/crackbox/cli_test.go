@@ -98,6 +98,8 @@ func TestRunWarnings(t *testing.T) {
 			[]string{"/nonexistent/vmlinux"}, []string{"-i is not set", "CRACKBOX_KERNAL", "warning"}},
 		{"misspelt variable", nil, []string{"CRACKBOX_KERNAL=/x", "CRACKBOX_PROXY_LISTEN=:0", "CRACKBOX_RUN_DIR=/tmp/x"}, []string{"runs", "ls"},
 			[]string{"unknown environment variable CRACKBOX_KERNAL"}, []string{"CRACKBOX_PROXY_LISTEN", "CRACKBOX_RUN_DIR"}},
+		{"the proxy daemon's state key is known", nil, []string{"CRACKBOX_STATE_KEY=x"}, []string{"proxy", "serve", "--config", "/nonexistent/crackbox.toml"},
+			[]string{"/nonexistent/crackbox.toml"}, []string{"CRACKBOX_STATE_KEY", "warning"}},
 	} {
 		_, stderr := cli(t, tc.stdin, tc.env, tc.args...)
 		for _, w := range tc.want {

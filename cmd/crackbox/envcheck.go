@@ -6,16 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/envvar"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/jail"
 )
-
-// otherEnv are the CRACKBOX_* variables read outside the config keys.
-var otherEnv = []string{
-	"CRACKBOX_RUNS_DIR", jail.RunDirBaseEnv,
-	// make test and make bench set these for every test process.
-	"CRACKBOX_DEBIAN_KERNEL", "CRACKBOX_BENCH_BIN",
-}
 
 // knownEnv is every CRACKBOX_* variable crackbox reads.
 func knownEnv() map[string]bool {
@@ -25,7 +18,7 @@ func knownEnv() map[string]bool {
 			known[n] = true
 		}
 	}
-	for _, n := range otherEnv {
+	for _, n := range envvar.Names {
 		known[n] = true
 	}
 	return known
@@ -38,7 +31,7 @@ func warnUnknownEnv(w io.Writer, environ []string) {
 	var unknown []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "CRACKBOX_") && !known[name] && !strings.HasPrefix(name, "CRACKBOX_TEST_") {
+		if strings.HasPrefix(name, "CRACKBOX_") && !known[name] && !strings.HasPrefix(name, envvar.TestPrefix) {
 			unknown = append(unknown, name)
 		}
 	}

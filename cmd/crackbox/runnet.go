@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/envvar"
 	"github.com/crackbox/crackbox/internal/hostfile"
 	"github.com/crackbox/crackbox/internal/logfile"
 	"github.com/crackbox/crackbox/pkg/config"
@@ -97,7 +98,7 @@ func decisionSink(rec *runrec.Record, path string) (io.Writer, func(), error) {
 
 // runStore is where run records live: $CRACKBOX_RUNS_DIR, else runrec.DefaultDir().
 func runStore() *runrec.Store {
-	dir := os.Getenv("CRACKBOX_RUNS_DIR")
+	dir := os.Getenv(envvar.RunsDir)
 	if dir == "" {
 		dir = runrec.DefaultDir()
 	}

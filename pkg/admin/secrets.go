@@ -9,13 +9,14 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/crackbox/crackbox/internal/envvar"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/proxy/inject"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
 
 // EnvStateKey names the environment variable that holds the state key.
-const EnvStateKey = "CRACKBOX_STATE_KEY"
+const EnvStateKey = envvar.StateKey
 
 // Errors callers branch on.
 var (

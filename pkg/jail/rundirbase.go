@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/crackbox/crackbox/internal/envvar"
 )
 
 // RunDirBaseEnv names the environment variable that moves the run dir base for every
 // creator (jail, netjail, arizuko); tests point it at a fresh directory.
-const RunDirBaseEnv = "CRACKBOX_RUN_DIR"
+const RunDirBaseEnv = envvar.RunDir
 
 // ErrRunDirBase means the run dir base exists in a state crackbox will not use or repair.
 var ErrRunDirBase = errors.New("run dir base unusable")

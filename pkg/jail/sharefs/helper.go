@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+
+	"github.com/crackbox/crackbox/internal/envvar"
 )
 
 // envKey marks a process started as a share server; its value is the helperConfig.
-const envKey = "CRACKBOX_SHARE_SERVER"
+const envKey = envvar.ShareServer
 
 // ErrServe wraps every failure to start or run a share server.
 var ErrServe = errors.New("sharefs")
