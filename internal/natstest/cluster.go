@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/nettest"
 )
 
@@ -103,18 +104,14 @@ func (c *Cluster) WaitReady() {
 	if err != nil {
 		c.t.Fatalf("natstest: jetstream: %v", err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var last error
+	if !eventually.Within(60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := js.AccountInfo(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("natstest: cluster %s not serving JetStream after 60s: %v", c.Name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		_, last = js.AccountInfo(ctx)
+		return last == nil
+	}) {
+		c.t.Fatalf("natstest: cluster %s not serving JetStream after 60s: %v", c.Name, last)
 	}
 }
 

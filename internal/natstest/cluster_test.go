@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // A replicated KV bucket keeps serving reads and writes with one node of three stopped,
@@ -30,24 +32,22 @@ func TestClusterSurvivesOneNode(t *testing.T) {
 	// A request in flight to the stopped node gets no answer, so each attempt has its own
 	// short deadline and the client moves to another node between attempts.
 	var e jetstream.KeyValueEntry
-	for {
+	var last error
+	if !eventually.Within(50*time.Second, func() bool {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		if _, err = kv.Put(actx, "k", []byte("v2")); err == nil {
-			e, err = kv.Get(actx, "k")
+		defer acancel()
+		_, last = kv.Put(actx, "k", []byte("v2"))
+		if last == nil {
+			e, last = kv.Get(actx, "k")
 		}
 		// KV reads are direct gets any replica may answer, so one that has
 		// not applied the put yet answers the old value; read again.
-		if err == nil && string(e.Value()) != "v2" {
-			err = fmt.Errorf("stale read %q", e.Value())
+		if last == nil && string(e.Value()) != "v2" {
+			last = fmt.Errorf("stale read %q", e.Value())
 		}
-		acancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("bucket unusable with a node down: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return last == nil
+	}) {
+		t.Fatalf("bucket unusable with a node down: %v", last)
 	}
 	if string(e.Value()) != "v2" {
 		t.Fatalf("got %q, want v2", e.Value())

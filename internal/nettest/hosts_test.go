@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // A simulated host reaches the bridge address over its veth, not once the
@@ -38,13 +40,8 @@ func TestHostsLinkAndCleanup(t *testing.T) {
 		h.List[0].SetLink(t, true)
 		// The neighbour entry failed while the link was down; the next tries
 		// resolve it again.
-		back := false
-		for deadline := time.Now().Add(15 * time.Second); !back && time.Now().Before(deadline); {
-			back = dial(h.List[0])
-		}
-		if !back {
-			t.Fatal("a host did not reach the bridge address after its link came back")
-		}
+		eventually.True(t, 15*time.Second, "a host reaches the bridge address after its link came back",
+			func() bool { return dial(h.List[0]) })
 	})
 	nss, _ := exec.Command("ip", "netns", "list").Output()
 	links, _ := exec.Command("ip", "-o", "link").Output()
