@@ -22,6 +22,9 @@ func frame(typ byte, flags uint16, stream, length uint32, payload []byte) []byte
 	return append(h, payload...)
 }
 
+// typeWindowUpdate opens a stream when it carries flagSYN.
+const typeWindowUpdate = 1
+
 type rwc struct{ io.Reader }
 
 func (rwc) Write(p []byte) (int, error) { return len(p), nil }
@@ -32,7 +35,7 @@ func TestDropPingsKeepsEveryOtherFrame(t *testing.T) {
 	pingSYN := frame(typePing, flagSYN, 0, 7, nil)
 	data := frame(typeData, 0, 3, uint32(2*len(pingSYN)), append(append([]byte{}, pingSYN...), pingSYN...))
 	pingACK := frame(typePing, 2, 0, 9, nil)
-	window := frame(1, flagSYN, 5, 1<<18, nil)
+	window := frame(typeWindowUpdate, flagSYN, 5, 1<<18, nil)
 	var in, want bytes.Buffer
 	for _, f := range []struct {
 		b    []byte
@@ -88,10 +91,18 @@ func TestGuestPingFloodCostsTheHostNothing(t *testing.T) {
 	if _, err := guestEnd.Write(buf); err != nil {
 		t.Fatalf("guest write: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// yamux reads frames in order, so once the stream the guest opens after the flood
+	// is accepted, every ping before it has been handled (its answer's goroutine, if
+	// any, started). The stream's ID is one the guest's own session will never pick.
+	guestEnd.Write(frame(typeWindowUpdate, flagSYN, 1<<30, 0, nil))
+	marker, acceptErr := sess.AcceptStream()
 	if n := runtime.NumGoroutine() - before; n > 100 {
 		t.Fatalf("%d host goroutines after %d guest pings the guest never reads the answers to, want a bound", n, pings)
 	}
+	if acceptErr != nil {
+		t.Fatalf("accept the stream opened after the flood: %v", acceptErr)
+	}
+	defer marker.Close()
 
 	guest, err := Server(guestEnd)
 	if err != nil {
