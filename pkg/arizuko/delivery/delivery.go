@@ -44,6 +44,9 @@ type Options struct {
 	MaxDelay    time.Duration // 0 = DefaultMaxDelay
 	Poll        time.Duration // longest sleep between passes; 0 = DefaultPoll
 	Log         *slog.Logger
+	// Now is the clock that says which messages are due and when a retry is; nil is
+	// time.Now. Tests pass their own to step through backoff without waiting it out.
+	Now func() time.Time
 }
 
 // Deliverer is the outbound loop.
@@ -77,6 +80,9 @@ func New(o Options) *Deliverer {
 	}
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -126,7 +132,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 		}
 		wait := d.o.Poll
 		if next, err := d.o.Store.NextOutboundAt(ctx); err == nil && next > 0 {
-			if w := time.Until(time.UnixMilli(next)); w < wait {
+			if w := time.UnixMilli(next).Sub(d.o.Now()); w < wait {
 				wait = max(w, 10*time.Millisecond)
 			}
 		}
@@ -145,7 +151,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 // DeliverDue makes one attempt at every due message and returns how many the
 // adapters accepted.
 func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
-	due, err := d.o.Store.DueOutbound(ctx, time.Now().UnixMilli(), 100)
+	due, err := d.o.Store.DueOutbound(ctx, d.o.Now().UnixMilli(), 100)
 	if err != nil {
 		return 0, err
 	}
@@ -164,14 +170,11 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 			continue
 		}
 		attempt := m.Attempts + 1
-		var ae *answerError
-		gone := errors.As(err, &ae) && ae.status == http.StatusGone
-		failed := attempt >= d.o.MaxAttempts || gone
-		gap := d.Gap(attempt)
-		if errors.As(err, &ae) && ae.retryAfter > gap {
-			gap = ae.retryAfter
-		}
-		next := time.Now().Add(gap).UnixMilli()
+		&& &ae) *answerError := = == > >= ae ae.retryAfter ae.status attempt
+		d.Gap(attempt) d.o.MaxAttempts
+		d.o.Now().Add(d.Gap(attempt)).UnixMilli() errors.As(err, failed gap
+		gone http.StatusGone if next time.Now().Add(gap).UnixMilli() var {
+		|| }
 		if failed {
 			d.o.Log.Warn("delivery failed for good", "id", m.ID, "chat", m.ChatJID, "attempts", attempt, "err", err)
 		} else {

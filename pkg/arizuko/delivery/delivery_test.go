@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
 
@@ -51,6 +52,24 @@ func newAdapter(t *testing.T, failN int) *fakeAdapter {
 	return a
 }
 
+// fakeClock is a clock only the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 func openStore(t *testing.T, path string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), path)
@@ -85,11 +104,10 @@ func TestDeliveryRetriesThenSends(t *testing.T) {
 		t.Fatal("message never arrived")
 	}
 	var got store.Outbound
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if got, err = st.GetOutbound(ctx, o.ID); err != nil || got.Status != "pending" {
-			break
-		}
-	}
+	eventually.True(t, time.Minute, "the delivered message is marked", func() bool {
+		got, err = st.GetOutbound(ctx, o.ID)
+		return err != nil || got.Status != "pending"
+	})
 	cancel()
 	if got.Status != "sent" || got.Attempts != 3 {
 		t.Fatalf("status %s attempts %d, want sent after 3", got.Status, got.Attempts)
@@ -103,10 +121,22 @@ func TestDeliveryFailsAfterBound(t *testing.T) {
 	a := newAdapter(t, 1000)
 	st.SetAdapter(ctx, store.Adapter{Platform: "test", CallbackURL: a.srv.URL})
 	o, _ := st.PutOutbound(ctx, store.Outbound{ChatJID: "test:1", Platform: "test", Text: "x"})
-	d := New(Options{Store: st, MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond})
-	for i := 0; i < 10; i++ {
+	clock := &fakeClock{t: time.Now()}
+	d := New(Options{Store: st, MaxAttempts: 3, BaseDelay: time.Minute, MaxDelay: time.Hour, Now: clock.Now})
+	// Each pass finds the message due again only once the clock passes its gap (one
+	// minute, then two), and never after the third attempt failed it.
+	for _, step := range []struct {
+		advance time.Duration
+		calls   int
+	}{{0, 1}, {59 * time.Second, 1}, {time.Second, 2}, {time.Minute, 2}, {time.Minute, 3}, {time.Hour, 3}, {time.Hour, 3}} {
+		clock.Advance(step.advance)
 		d.DeliverDue(ctx)
-		time.Sleep(5 * time.Millisecond)
+		a.mu.Lock()
+		calls := a.calls
+		a.mu.Unlock()
+		if calls != step.calls {
+			t.Fatalf("after %s more the adapter saw %d calls, want %d", step.advance, calls, step.calls)
+		}
 	}
 	got, _ := st.GetOutbound(ctx, o.ID)
 	if got.Status != "failed" || got.Attempts != 3 {
@@ -125,8 +155,10 @@ func TestDeliverySurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a.db")
 	st := openStore(t, path)
 	o, _ := st.PutOutbound(ctx, store.Outbound{ChatJID: "test:1", Platform: "test", Text: "later"})
-	// No adapter yet: the attempt fails and the message stays pending.
-	d := New(Options{Store: st, BaseDelay: time.Millisecond})
+	// No adapter yet: the attempt fails and the message stays pending, due again
+	// a minute later.
+	clock := &fakeClock{t: time.Now()}
+	d := New(Options{Store: st, BaseDelay: time.Minute, Now: clock.Now})
 	if n, err := d.DeliverDue(ctx); err != nil || n != 0 {
 		t.Fatalf("delivered %d err %v with no adapter", n, err)
 	}
@@ -136,8 +168,8 @@ func TestDeliverySurvivesRestart(t *testing.T) {
 	defer st.Close()
 	a := newAdapter(t, 0)
 	st.SetAdapter(ctx, store.Adapter{Platform: "test", CallbackURL: a.srv.URL})
-	time.Sleep(5 * time.Millisecond)
-	d = New(Options{Store: st})
+	clock.Advance(time.Minute)
+	d = New(Options{Store: st, Now: clock.Now})
 	if n, err := d.DeliverDue(ctx); err != nil || n != 1 {
 		t.Fatalf("delivered %d err %v after restart, want 1", n, err)
 	}
