@@ -170,11 +170,14 @@ func (d *Deliverer) DeliverDue(ctx context.Context) (int, error) {
 			continue
 		}
 		attempt := m.Attempts + 1
-		&& &ae) *answerError := = == > >= ae ae.retryAfter ae.status attempt
-		d.Gap(attempt) d.o.MaxAttempts
-		d.o.Now().Add(d.Gap(attempt)).UnixMilli() errors.As(err, failed gap
-		gone http.StatusGone if next time.Now().Add(gap).UnixMilli() var {
-		|| }
+		var ae *answerError
+		gone := errors.As(err, &ae) && ae.status == http.StatusGone
+		failed := attempt >= d.o.MaxAttempts || gone
+		gap := d.Gap(attempt)
+		if errors.As(err, &ae) && ae.retryAfter > gap {
+			gap = ae.retryAfter
+		}
+		next := d.o.Now().Add(gap).UnixMilli()
 		if failed {
 			d.o.Log.Warn("delivery failed for good", "id", m.ID, "chat", m.ChatJID, "attempts", attempt, "err", err)
 		} else {

@@ -1,13 +1,17 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // Readers page messages by id > cursor, so an id must never become visible before
@@ -38,8 +42,17 @@ func TestMessageIDsVisibleInOrder(t *testing.T) {
 			m, _, err := s.PutMessage(ctx, Message{ChatJID: "c", Text: "late"})
 			done <- put{m, err, committed.Load()}
 		}()
-		// Give a PutMessage that does not wait the chance to finish first.
-		time.Sleep(300 * time.Millisecond)
+		// Commit only once PutMessage is seen waiting for the lock, so one that does
+		// not wait has finished by then.
+		eventually.True(t, time.Minute, "PutMessage waits for the writer holding the messages", func() bool {
+			select {
+			case p := <-done:
+				done <- p // it finished without waiting: the check below reports it
+				return true
+			default:
+			}
+			return waitingOnLock(t, s)
+		})
 		committed.Store(true)
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
@@ -55,6 +68,24 @@ func TestMessageIDsVisibleInOrder(t *testing.T) {
 			t.Fatalf("late message got id %d, not after %d", p.m.ID, early)
 		}
 	})
+}
+
+// waitingOnLock reports whether a statement of s waits for a lock another
+// transaction holds: PostgreSQL lists it as an ungranted lock on messages; SQLite,
+// whose wait is its busy handler retrying, shows that call in a goroutine's stack.
+func waitingOnLock(t *testing.T, s *Store) bool {
+	t.Helper()
+	if s.d.dollar {
+		var n int
+		err := s.sql.QueryRowContext(context.Background(), `SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+			WHERE c.relname = 'messages' AND NOT l.granted`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	}
+	buf := make([]byte, 1<<20)
+	return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("_sqlite3InvokeBusyHandler"))
 }
 
 // Many writers adding the same folder: exactly one wins, the rest get ErrExists.
