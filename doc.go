@@ -20,8 +20,8 @@
 //	internal/           plumbing the binaries share
 //	    buildinfo/ envvar/ hostfile/ logfile/ lograte/ natsauth/ proc/
 //	                    and what only tests import
-//	    eventually/ jailtest/ mailtest/ natstest/ nettest/ pgtest/ proctest/
-//	    readmetest/ servicetest/ slacktest/ testreq/ testsum/ webdriver/
+//	    eventually/ jailtest/ mailtest/ natstest/ nettest/ pgtest/ proctest/ readmetest/
+//	    servicetest/ slacktest/ testreq/ testsum/ webdriver/
 //	bench/              the benchmarks
 //
 // README.md's Layout section has this drawing and a row per package saying which binary
