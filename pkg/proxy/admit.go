@@ -27,13 +27,10 @@ func (p *Proxy) trackClient(c net.Conn) (*clientConn, bool) {
 	limit := p.cfg.Load().maxConns
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.shutdown || src.IsValid() && p.perSrc[src] >= limit {
+	if p.shutdown || src.IsValid() && !p.open.take(src, limit) {
 		return nil, false
 	}
 	cc := &clientConn{Conn: c, src: src, counted: src.IsValid()}
-	if cc.counted {
-		p.perSrc[src]++
-	}
 	p.conns[cc] = struct{}{}
 	p.wg.Add(1)
 	return cc, true

@@ -29,18 +29,19 @@ const (
 	upstreamConnWindow   = interceptStreams * upstreamStreamWindow
 )
 
-// clientCount counts something each client holds, up to max at once.
+// clientCount counts something each client holds: accepted connections,
+// intercepted connections, response buffers. The bound is the caller's, as
+// the one on accepted connections changes on reload.
 type clientCount struct {
-	max int
-	mu  sync.Mutex
-	n   map[netip.Addr]int
+	mu sync.Mutex
+	n  map[netip.Addr]int
 }
 
 // take reserves one for src; false means src holds max already.
-func (c *clientCount) take(src netip.Addr) bool {
+func (c *clientCount) take(src netip.Addr, max int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n[src] >= c.max {
+	if c.n[src] >= max {
 		return false
 	}
 	if c.n == nil {

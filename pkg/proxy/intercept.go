@@ -43,7 +43,7 @@ func (p *Proxy) intercept(cfg *config, cc *clientConn, base Decision, client Cli
 	}()
 	// Past the client's bound the connection is still served, with a 503 to
 	// every request, so the guest learns why.
-	busy := !p.intercepts.take(cc.src)
+	busy := !p.intercepts.take(cc.src, clientIntercepts)
 	if !busy {
 		defer p.intercepts.give(cc.src)
 	}

@@ -75,7 +75,7 @@ func (c *countingResponse) write(b []byte) (int, error) {
 // holds one already.
 func (c *countingResponse) take() bool {
 	if !c.owns && c.budget != nil {
-		c.owns = c.budget.take(c.src)
+		c.owns = c.budget.take(c.src, clientBufs)
 	}
 	return c.owns || c.budget == nil
 }

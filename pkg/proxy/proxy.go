@@ -123,13 +123,14 @@ type Proxy struct {
 	shutdown  bool
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
-	perSrc    map[netip.Addr]int // open accepted connections per source address
 	wg        sync.WaitGroup
 	// A client can trigger these warnings at will; they are rate limited so it cannot
 	// write the operator's log at will (the decision log keeps every one).
 	busyLog  *lograte.Every
 	exfilLog exfilWarnings
-	// Per client: intercepted connections, and their response buffers.
+	// Per client: accepted connections, intercepted connections, and
+	// their response buffers.
+	open       clientCount
 	intercepts clientCount
 	bufs       clientCount
 }
@@ -152,15 +153,12 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		log = slog.Default()
 	}
 	p := &Proxy{
-		reg:        reg,
-		log:        log,
-		metrics:    m,
-		listeners:  make(map[net.Listener]struct{}),
-		conns:      make(map[*clientConn]struct{}),
-		perSrc:     make(map[netip.Addr]int),
-		intercepts: clientCount{max: clientIntercepts},
-		bufs:       clientCount{max: clientBufs},
-		busyLog:    &lograte.Every{Interval: 10 * time.Second},
+		reg:       reg,
+		log:       log,
+		metrics:   m,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*clientConn]struct{}),
+		busyLog:   &lograte.Every{Interval: 10 * time.Second},
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -324,9 +322,7 @@ func (p *Proxy) untrack(cc *clientConn) {
 	p.mu.Lock()
 	delete(p.conns, cc)
 	if cc.counted {
-		if p.perSrc[cc.src]--; p.perSrc[cc.src] <= 0 {
-			delete(p.perSrc, cc.src)
-		}
+		p.open.give(cc.src)
 	}
 	p.mu.Unlock()
 	p.wg.Done()
