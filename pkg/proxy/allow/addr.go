@@ -1,54 +1,78 @@
 package allow
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 )
 
-// parseAddrEntry parses an address entry: an IP or a CIDR range, with an
-// optional ":port" (an IPv6 one then in brackets). ok is false and why empty
-// when e is not an address entry at all; why says what is wrong with one.
-func parseAddrEntry(e string) (r rule, ok bool, why string) {
-	body, port := e, ""
+// SplitHostPort splits host[:port] text by the one grammar the allowlist and
+// the proxy share, so what an operator can write and what a guest can ask
+// for never drift apart: an IPv6 address goes in brackets when a port
+// follows, brackets hold only an IPv6 address (or range) without a zone, and
+// a port is 1..65535 in plain decimal. port is 0 when s names none. It
+// checks the split only; what may stand in host is the caller's to decide.
+func SplitHostPort(s string) (host string, port int, err error) {
+	portText, hasPort := "", false
 	switch {
-	case strings.HasPrefix(e, "["):
-		end := strings.IndexByte(e, ']')
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return rule{}, false, "unclosed '[' in an IPv6 entry"
+			return "", 0, errors.New("unclosed '[' in an IPv6 address")
 		}
-		body, port = e[1:end], e[end+1:]
-		if port != "" && !strings.HasPrefix(port, ":") {
-			return rule{}, false, fmt.Sprintf("unexpected %q after ']'; write [address]:port", port)
+		host = s[1:end]
+		if rest := s[end+1:]; rest != "" {
+			if rest[0] != ':' {
+				return "", 0, fmt.Errorf("unexpected %q after ']'; write [address]:port", rest)
+			}
+			portText, hasPort = rest[1:], true
 		}
-		port = strings.TrimPrefix(port, ":")
-		if port == "" && e[end+1:] != "" {
-			return rule{}, false, "empty port after ':'"
+		if !strings.Contains(host, ":") {
+			return "", 0, fmt.Errorf("%q is not an IP address in brackets; brackets hold only IPv6 addresses", host)
 		}
-	case strings.Count(e, ":") == 1:
-		i := strings.IndexByte(e, ':')
-		body, port = e[:i], e[i+1:]
+		if strings.Contains(host, "%") {
+			return "", 0, errors.New("an address cannot carry a zone")
+		}
+	default:
+		switch strings.Count(s, ":") {
+		case 0:
+			host = s
+		case 1:
+			host, portText, _ = strings.Cut(s, ":")
+			hasPort = true
+		default:
+			return "", 0, errors.New("an IPv6 address with a port must be in brackets, like [2001:db8::1]:443")
+		}
 	}
-	pfx, isAddr, why := parsePrefix(body)
+	if host == "" {
+		return "", 0, errors.New("empty host")
+	}
+	if hasPort {
+		p, why := parsePort(portText)
+		if why != "" {
+			return "", 0, errors.New(why)
+		}
+		port = p
+	}
+	return host, port, nil
+}
+
+// parseAddrEntry parses the host part of an entry as an address: an IP or a
+// CIDR range, the port split off already. ok is false and why empty when
+// host is not an address at all; why says what is wrong with one.
+func parseAddrEntry(e, host string, port int) (r rule, ok bool, why string) {
+	pfx, isAddr, why := parsePrefix(host)
 	if !isAddr {
 		if strings.HasPrefix(e, "[") || strings.Count(e, ":") > 1 {
-			return rule{}, false, fmt.Sprintf("%q is not an IP address or CIDR range", body)
+			return rule{}, false, fmt.Sprintf("%q is not an IP address or CIDR range", host)
 		}
 		return rule{}, false, why
 	}
 	if why != "" {
 		return rule{}, false, why
 	}
-	r = rule{kind: kindAddr, pfx: pfx}
-	if port != "" {
-		p, why := parsePort(port)
-		if why != "" {
-			return rule{}, false, why
-		}
-		r.port = p
-	}
-	return r, true, ""
+	return rule{kind: kindAddr, pfx: pfx, port: port}, true, ""
 }
 
 // parsePrefix reads an address or a range. isAddr is false when s does not
@@ -78,10 +102,20 @@ func parsePrefix(s string) (pfx netip.Prefix, isAddr bool, why string) {
 	return p, true, ""
 }
 
-// parsePort reads a port 1..65535 written without sign or leading zero.
+// parsePort reads a port 1..65535 written in plain decimal: no sign, no
+// leading zero, nothing but digits.
 func parsePort(ps string) (int, string) {
-	p, err := strconv.Atoi(ps)
-	if err != nil || p < 1 || p > 65535 || ps[0] == '+' || ps[0] == '0' {
+	if ps == "" {
+		return 0, "empty port after ':'; a port must be a number 1..65535"
+	}
+	p := 0
+	for _, c := range ps {
+		if c < '0' || c > '9' || p > 65535 {
+			return 0, fmt.Sprintf("port %q must be a number 1..65535", ps)
+		}
+		p = p*10 + int(c-'0')
+	}
+	if p < 1 || p > 65535 || ps[0] == '0' {
 		return 0, fmt.Sprintf("port %q must be a number 1..65535", ps)
 	}
 	return p, ""

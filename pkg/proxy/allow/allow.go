@@ -158,24 +158,25 @@ func parseEntry(raw string) (rule, error) {
 	if strings.Contains(e, "://") || strings.ContainsAny(e, "?#@ ") {
 		return bad("expected a host name like example.com or *.example.com[:port], not a URL")
 	}
-	if r, ok, why := parseAddrEntry(e); ok || why != "" {
+	// An unbracketed IPv6 address or range takes no port.
+	host, port := e, 0
+	if strings.HasPrefix(e, "[") || strings.Count(e, ":") <= 1 {
+		var err error
+		if host, port, err = SplitHostPort(e); err != nil {
+			return bad(err.Error())
+		}
+	}
+	if r, ok, why := parseAddrEntry(e, host, port); ok || why != "" {
 		if why != "" {
 			return bad(why)
 		}
 		return r, nil
 	}
-	if strings.Contains(e, "/") {
+	if strings.Contains(host, "/") {
 		return bad("expected a host name like example.com or *.example.com[:port], not a URL")
 	}
-	var r rule
-	if i := strings.LastIndexByte(e, ':'); i >= 0 {
-		p, why := parsePort(e[i+1:])
-		if why != "" {
-			return bad(why)
-		}
-		r.port = p
-		e = e[:i]
-	}
+	r := rule{port: port}
+	e = host
 	switch {
 	case e == "*":
 		r.kind = kindAny
