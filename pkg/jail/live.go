@@ -1,13 +1,10 @@
 package jail
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/digitalocean/go-qemu/qmp"
 )
 
 // Live is a running guest as Spec.Live sees it: tests use it to look at a guest
@@ -30,29 +27,9 @@ func (l *Live) DumpMemory(timeout time.Duration) (string, error) {
 	}
 	path := l.rd.vmPath(fmt.Sprintf("memory-%d.elf", time.Now().UnixNano()))
 	args := map[string]any{"paging": false, "protocol": "file:" + path}
-	if _, err := l.v.qmp.runArgs("dump-guest-memory", args, timeout); err != nil {
+	if _, err := l.v.qmp.do("dump-guest-memory", args, nil, timeout); err != nil {
 		os.Remove(path)
 		return "", err
 	}
 	return path, nil
-}
-
-// runArgs is run with arguments; a QMP error reply is an error.
-func (m *monitor) runArgs(cmd string, args any, timeout time.Duration) ([]byte, error) {
-	b, _ := json.Marshal(qmp.Command{Execute: cmd, Args: args})
-	type reply struct {
-		out []byte
-		err error
-	}
-	ch := make(chan reply, 1)
-	go func() {
-		out, err := m.m.Run(b)
-		ch <- reply{out, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.out, r.err
-	case <-time.After(timeout):
-		return nil, fmt.Errorf("qmp %s: %w", cmd, os.ErrDeadlineExceeded)
-	}
 }
