@@ -15,7 +15,7 @@ import (
 )
 
 func TestEveryCommandHasExamples(t *testing.T) {
-	applyExamples(root)
+	root := newRootCmd()
 	seen := map[string]bool{}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -16,7 +16,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
-func init() {
+// newDoctorCmd builds crackbox doctor.
+func newDoctorCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check what crackbox run needs on this machine and say how to fix what is missing",
@@ -44,7 +45,7 @@ func init() {
 	}
 	addConfigFlag(cmd)
 	cmd.Flags().Bool("json", false, "print the checks as a JSON array (status ok, warn or fail; what; detail; fix)")
-	root.AddCommand(cmd)
+	return cmd
 }
 
 // check is one line of doctor's report.

@@ -11,7 +11,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
-func init() {
+// newGCCmd builds crackbox gc.
+func newGCCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove the run dirs, cgroups, taps, nftables tables, address and vmm uid claims of crackbox runs that were killed",
@@ -25,7 +26,7 @@ run does the network part first.`,
 			return runGC(cmd.OutOrStdout())
 		},
 	}
-	root.AddCommand(cmd)
+	return cmd
 }
 
 func runGC(w io.Writer) error {

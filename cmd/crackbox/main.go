@@ -12,22 +12,26 @@ import (
 	"github.com/crackbox/crackbox/internal/buildinfo"
 )
 
-// root is the command tree; each subcommand adds itself in its own file's init.
-var root = &cobra.Command{
-	Use:           "crackbox",
-	Short:         "Run untrusted commands in a throwaway guest behind an allowlist egress proxy",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	Version:       buildinfo.Get().String(),
-}
-
-func init() {
+// newRootCmd builds the command tree, each subcommand from its own file's
+// constructor, with every command's examples in place.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "crackbox",
+		Short:         "Run untrusted commands in a throwaway guest behind an allowlist egress proxy",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       buildinfo.Get().String(),
+	}
 	root.SetVersionTemplate("crackbox {{.Version}}\n")
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		if quiet, _ := cmd.Flags().GetBool("quiet"); !quiet {
 			warnUnknownEnv(cmd.ErrOrStderr(), os.Environ())
 		}
 	}
+	root.AddCommand(newDoctorCmd(), newGCCmd(), newManPagesCmd(), newProxyCmd(), newRunCmd(),
+		newRunsCmd(), newSetupCmd(), newStateCmd())
+	applyExamples(root)
+	return root
 }
 
 // exitError carries a specific exit status out of a subcommand.
@@ -36,8 +40,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	applyExamples(root)
-	err := root.Execute()
+	err := newRootCmd().Execute()
 	var ee exitError
 	switch {
 	case err == nil:

@@ -39,7 +39,8 @@ var proxyServeBinds = []flagBind{
 	{"insecure-nats", "proxy.registry_insecure"},
 }
 
-func init() {
+// newProxyCmd builds crackbox proxy and its serve subcommand.
+func newProxyCmd() *cobra.Command {
 	proxyCmd := &cobra.Command{Use: "proxy", Short: "Run the allowlist egress proxy as a standalone daemon"}
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -68,7 +69,7 @@ to proxy.drain_grace and exits 0.`,
 	f.Bool("insecure-nats", false, "let proxy.registry's NATS go without credentials or TLS (anyone who reaches it could widen egress)")
 	f.String("replica", "", "this replica's name in decision lines and logs (default: the host name)")
 	proxyCmd.AddCommand(serve)
-	root.AddCommand(proxyCmd)
+	return proxyCmd
 }
 
 // daemon is a running proxy serve: what SIGHUP and SIGTERM act on.

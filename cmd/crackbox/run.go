@@ -53,7 +53,8 @@ type runFlags struct {
 	net                     netFlags
 }
 
-func init() {
+// newRunCmd builds crackbox run.
+func newRunCmd() *cobra.Command {
 	var rf runFlags
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- command [args...]",
@@ -146,7 +147,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.StringVar(&rf.net.logFile, "log", "", "append the proxy's JSON decision log to this file, rotated to FILE.1 at 8 MiB (- is stderr)")
 	f.BoolVar(&rf.net.learn, "learn", false, "allow nothing, record every host the command tries, print them as an --allow list")
 	f.BoolVarP(&rf.net.quiet, "quiet", "q", false, "print nothing of crackbox's own but errors that fail the run (no blocked-egress summary, no warnings, no host notes)")
-	root.AddCommand(cmd)
+	return cmd
 }
 
 func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {

@@ -9,7 +9,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail/runrec"
 )
 
-func init() {
+// newRunsCmd builds crackbox runs with ls and show.
+func newRunsCmd() *cobra.Command {
 	runs := &cobra.Command{
 		Use:   "runs",
 		Short: "List and show the records of past crackbox runs",
@@ -55,7 +56,7 @@ root and ~/.local/state/crackbox/runs for others.`,
 		},
 	}
 	runs.AddCommand(ls, show)
-	root.AddCommand(runs)
+	return runs
 }
 
 // runIDs completes run ids: every record's id with its command as the description.

@@ -19,7 +19,8 @@ import (
 // qemuPackages are the Debian/Ubuntu packages a run needs besides crackbox itself.
 var qemuPackages = []string{"qemu-system-x86", "qemu-system-common"}
 
-func init() {
+// newSetupCmd builds crackbox setup.
+func newSetupCmd() *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "setup",
@@ -41,18 +42,20 @@ Ends with crackbox doctor.`,
 	}
 	addConfigFlag(cmd)
 	cmd.Flags().BoolVarP(&dryRun, "dry-run", "n", false, "say what would be installed or built, change nothing")
-	root.AddCommand(cmd)
+	return cmd
+}
 
-	man := &cobra.Command{
+// newManPagesCmd writes a man page for every command of the tree it is in.
+func newManPagesCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:    "man-pages DIR",
 		Short:  "Write a man page for every command into DIR (make install uses it)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return doc.GenManTree(root, &doc.GenManHeader{Title: "CRACKBOX", Section: "1", Source: "crackbox"}, args[0])
+			return doc.GenManTree(cmd.Root(), &doc.GenManHeader{Title: "CRACKBOX", Section: "1", Source: "crackbox"}, args[0])
 		},
 	}
-	root.AddCommand(man)
 }
 
 func setup(stdout, stderr io.Writer, dryRun bool, cfg *config.Config) error {

@@ -19,7 +19,8 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail"
 )
 
-func init() {
+// newStateCmd builds crackbox state.
+func newStateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "Print the proxy daemon's registered clients",
@@ -52,7 +53,7 @@ the token a local daemon started without one keeps in the run dir base
 	cmd.Flags().String("admin", "", "admin API URL, e.g. http://127.0.0.1:3129 (default from admin.listen)")
 	cmd.Flags().String("secret", "", "admin bearer token (default admin.secret / CRACKBOX_ADMIN_SECRET)")
 	cmd.Flags().Bool("json", false, "print JSON instead of a table")
-	root.AddCommand(cmd)
+	return cmd
 }
 
 // localToken is the token a local daemon without admin.secret made for its admin API
