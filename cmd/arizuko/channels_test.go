@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/servicetest"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/schedule"
@@ -48,21 +50,21 @@ func apiCall(t *testing.T, base, token, method, path string, body, out any) {
 // waitReply waits for the agent's reply text in a chat and returns it.
 func waitReply(t *testing.T, st *store.Store, chat, text string) store.Message {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var reply store.Message
+	if !eventually.Within(60*time.Second, func() bool {
 		ms, err := st.ListMessages(context.Background(), chat, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range ms {
-			if m.Direction == "out" && m.Text == text {
-				return m
-			}
+		i := slices.IndexFunc(ms, func(m store.Message) bool { return m.Direction == "out" && m.Text == text })
+		if i >= 0 {
+			reply = ms[i]
 		}
-		time.Sleep(20 * time.Millisecond)
+		return i >= 0
+	}) {
+		t.Fatalf("no reply %q in %s", text, chat)
 	}
-	t.Fatalf("no reply %q in %s", text, chat)
-	return store.Message{}
+	return reply
 }
 
 // turnOf is the turn that took message id.
