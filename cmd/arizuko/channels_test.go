@@ -152,7 +152,7 @@ func TestScheduledTurnLatency(t *testing.T) {
 			t.Errorf("due time %s fired %d times", id, k)
 		}
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // past the next due time of the every-two-seconds schedule, which must not fire
 	if after, _ := count(); after != n {
 		t.Fatalf("the removed schedule fired %d more times", after-n)
 	}
@@ -196,7 +196,7 @@ func TestFleetControlPlanesFireOnce(t *testing.T) {
 	if ids[0] != ids[1] {
 		t.Fatalf("schedule ids %v: the two planes must hold the same schedule", ids)
 	}
-	time.Sleep(4500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond) // four due times of the every-second schedule pass on both planes
 	fired := map[string][]int{}
 	for i, st := range stores {
 		ms, err := st.ListMessages(context.Background(), "web:acme", 0, 1000)
