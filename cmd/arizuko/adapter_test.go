@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -50,15 +51,11 @@ func TestAdapterHearsTypingAndReply(t *testing.T) {
 		}
 	}
 	want := []string{"typing on kit:1", "send echo: ping", "typing off kit:1"}
-	for ctx.Err() == nil {
+	eventually.True(t, time.Minute, "the adapter hears the turn", func() bool {
 		mu.Lock()
-		n := len(heard)
-		mu.Unlock()
-		if n >= len(want) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(heard) >= len(want)
+	})
 	time.Sleep(300 * time.Millisecond) // anything more would arrive now
 	mu.Lock()
 	defer mu.Unlock()

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/servicetest"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/schedule"
@@ -48,21 +50,21 @@ func apiCall(t *testing.T, base, token, method, path string, body, out any) {
 // waitReply waits for the agent's reply text in a chat and returns it.
 func waitReply(t *testing.T, st *store.Store, chat, text string) store.Message {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var reply store.Message
+	if !eventually.Within(60*time.Second, func() bool {
 		ms, err := st.ListMessages(context.Background(), chat, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range ms {
-			if m.Direction == "out" && m.Text == text {
-				return m
-			}
+		i := slices.IndexFunc(ms, func(m store.Message) bool { return m.Direction == "out" && m.Text == text })
+		if i >= 0 {
+			reply = ms[i]
 		}
-		time.Sleep(20 * time.Millisecond)
+		return i >= 0
+	}) {
+		t.Fatalf("no reply %q in %s", text, chat)
 	}
-	t.Fatalf("no reply %q in %s", text, chat)
-	return store.Message{}
+	return reply
 }
 
 // turnOf is the turn that took message id.
@@ -150,7 +152,7 @@ func TestScheduledTurnLatency(t *testing.T) {
 			t.Errorf("due time %s fired %d times", id, k)
 		}
 	}
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(2500 * time.Millisecond) // past the next due time of the every-two-seconds schedule, which must not fire
 	if after, _ := count(); after != n {
 		t.Fatalf("the removed schedule fired %d more times", after-n)
 	}
@@ -194,7 +196,7 @@ func TestFleetControlPlanesFireOnce(t *testing.T) {
 	if ids[0] != ids[1] {
 		t.Fatalf("schedule ids %v: the two planes must hold the same schedule", ids)
 	}
-	time.Sleep(4500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond) // four due times of the every-second schedule pass on both planes
 	fired := map[string][]int{}
 	for i, st := range stores {
 		ms, err := st.ListMessages(context.Background(), "web:acme", 0, 1000)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
 )
 
@@ -31,13 +32,11 @@ func TestChatPassesConformance(t *testing.T) {
 	go func() { done <- c.run(ctx) }()
 
 	var cb, secret string
-	for ctx.Err() == nil {
-		if a, err := st.GetAdapter(ctx, "term-kit"); err == nil {
-			cb, secret = a.CallbackURL, a.Secret
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, time.Minute, "the chat's adapter is registered", func() bool {
+		a, err := st.GetAdapter(ctx, "term-kit")
+		cb, secret = a.CallbackURL, a.Secret
+		return err == nil
+	})
 	rs, err := adapter.Check(ctx, adapter.KitConfig{URL: cb, Secret: secret, Chat: "web:a"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/arizuko/turn"
@@ -74,14 +75,12 @@ func TestChatThroughPipeline(t *testing.T) {
 		t.Fatalf("turns %+v %v", ts, err)
 	}
 	var d service.TurnDetail
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	eventually.Within(time.Minute, func() bool {
 		if err := daemonCall(ctx, base, token, http.MethodGet, "/v1/turns/1", nil, &d); err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Outbound) != 1 || d.Outbound[0].Status != "pending" || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(d.Outbound) != 1 || d.Outbound[0].Status != "pending"
+	})
 	if len(d.Messages) != 1 || d.Messages[0].Text != "hello folder" || len(d.Outbound) != 1 || d.Outbound[0].Status != "sent" {
 		t.Fatalf("turn detail %+v", d)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/arizuko/api"
@@ -229,13 +230,7 @@ func (f *fleetEnv) waitPulling(names ...string) {
 
 func (f *fleetEnv) waitFor(d time.Duration, what string, ok func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.True(f.t, d, what, ok)
 }
 
 // say posts text into the folder's web chat and returns the stored message.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/dispatch"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -36,13 +37,9 @@ func (f *fleetEnv) converse(folders []string, from, rounds int) {
 			defer wg.Done()
 			for i := from; i < from+rounds; i++ {
 				f.say(name, fmt.Sprintf("%s-%d", name, i))
-				deadline := time.Now().Add(90 * time.Second)
-				for len(f.replies(name)) < i+1 {
-					if time.Now().After(deadline) {
-						errs <- fmt.Errorf("%s: no reply to message %d", name, i)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
+				if !eventually.Within(90*time.Second, func() bool { return len(f.replies(name)) >= i+1 }) {
+					errs <- fmt.Errorf("%s: no reply to message %d", name, i)
+					return
 				}
 			}
 		}()
@@ -203,11 +200,21 @@ func TestFleetControlPlaneRestartUnderLoad(t *testing.T) {
 					acked[n] = append(acked[n], in.Message.ID)
 					mu.Unlock()
 				}
-				time.Sleep(100 * time.Millisecond)
+				time.Sleep(100 * time.Millisecond) // spread the sends so the crash lands amid them
 			}
 		}()
 	}
-	time.Sleep(800 * time.Millisecond)
+	// Crash the control plane once every folder has some messages stored and more to come.
+	eventually.True(t, time.Minute, "some messages of every folder acked", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range folders {
+			if len(acked[n]) < 3 {
+				return false
+			}
+		}
+		return true
+	})
 	f.stopCP(syscall.SIGKILL)
 	f.startCP()
 	sent.Wait()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -83,20 +84,22 @@ func startDaemon(t *testing.T, e []string, data string, extra ...string) *daemon
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	if !eventually.Within(30*time.Second, func() bool {
 		var info daemonInfo
-		if b, err := os.ReadFile(filepath.Join(data, daemonFile)); err == nil && json.Unmarshal(b, &info) == nil && info.URL != "" {
-			if resp, err := http.Get(info.URL + "/health"); err == nil {
-				resp.Body.Close()
-				d.url = info.URL
-				return d
-			}
+		if b, err := os.ReadFile(filepath.Join(data, daemonFile)); err != nil || json.Unmarshal(b, &info) != nil || info.URL == "" {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp, err := http.Get(info.URL + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		d.url = info.URL
+		return true
+	}) {
+		t.Fatalf("daemon did not come up:\n%s", d.logs)
 	}
-	t.Fatalf("daemon did not come up:\n%s", d.logs)
-	return nil
+	return d
 }
 
 func initData(t *testing.T, extra ...string) (string, []string) {

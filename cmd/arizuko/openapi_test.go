@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/internal/servicetest"
 	"github.com/crackbox/crackbox/pkg/arizuko/api"
@@ -204,24 +205,20 @@ func TestOpenAPISampleResponses(t *testing.T) {
 	}
 
 	// The routed message made a turn; its detail validates too.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		ts, _ := l.Store().ListTurns(context.Background(), "acme", 1)
-		if len(ts) == 1 {
-			req, _ := http.NewRequest("GET", srv.URL+"/v1/turns/"+strconv.FormatInt(ts[0].ID, 10), nil)
-			req.Header.Set("Authorization", "Bearer "+admin)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			validate(t, router, "GET /v1/turns/{id}", req, resp, body)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the routed message made no turn")
-		}
+	var ts []store.Turn
+	eventually.True(t, time.Minute, "the routed message makes a turn", func() bool {
+		ts, _ = l.Store().ListTurns(context.Background(), "acme", 1)
+		return len(ts) == 1
+	})
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/turns/"+strconv.FormatInt(ts[0].ID, 10), nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	validate(t, router, "GET /v1/turns/{id}", req, resp, body)
 }
 
 // specServer serves the daemon of tc over HTTP until the test ends, with a

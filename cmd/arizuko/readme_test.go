@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/router"
 )
 
@@ -45,14 +47,12 @@ func TestReadmeTerminalPaths(t *testing.T) {
 	}
 	// Nothing waits for an adapter that does not exist.
 	for _, chat := range []string{"term:alice", "term:bob"} {
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			all, _ := st.ListMessages(ctx, chat, 0, 10)
-			if len(all) == 2 && all[1].Direction == "out" && all[1].Status == "sent" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: reply not delivered: %+v", chat, all)
-			}
+		var all []store.Message
+		if !eventually.Within(10*time.Second, func() bool {
+			all, _ = st.ListMessages(ctx, chat, 0, 10)
+			return len(all) == 2 && all[1].Direction == "out" && all[1].Status == "sent"
+		}) {
+			t.Fatalf("%s: reply not delivered: %+v", chat, all)
 		}
 	}
 }

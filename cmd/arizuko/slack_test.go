@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/slacktest"
 	"github.com/crackbox/crackbox/pkg/router"
 )
@@ -59,12 +60,10 @@ func TestSlackRoundTrip(t *testing.T) {
 	start := time.Now()
 	post(ev(`"user":"U1","text":"hello","ts":"1700000000.000100"`))
 	var posts []slacktest.Post
-	for ctx.Err() == nil {
-		if posts, _, _ = fake.Sent(); len(posts) > 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, time.Minute, "the threaded reply is posted", func() bool {
+		posts, _, _ = fake.Sent()
+		return len(posts) > 0
+	})
 	if len(posts) != 1 || posts[0].Channel != "C1" || posts[0].ThreadTS != "1700000000.000100" || posts[0].Text != "echo: hello" {
 		t.Fatalf("Slack got %+v, want one echo in thread 1700000000.000100 of C1", posts)
 	}
@@ -72,7 +71,7 @@ func TestSlackRoundTrip(t *testing.T) {
 
 	// The reply comes back as an event, as Slack sends a bot its own posts.
 	post(ev(`"user":"UBOT","text":"echo: hello","ts":"` + posts[0].TS + `","thread_ts":"1700000000.000100"`))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // a reply to its own post, which must not come, would come by now
 	if ps, _, _ := fake.Sent(); len(ps) != 1 {
 		t.Fatalf("the bot answered its own post: %+v", ps)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
@@ -321,7 +322,19 @@ func TestNetjailKilledRunAndRootless(t *testing.T) {
 	}
 	victim.Process.Kill()
 	victim.Wait()
-	time.Sleep(time.Second) // QEMU dies by its parent-death signal; let it go before the slot does
+	// QEMU dies by its parent-death signal; let it go before the slot does.
+	eventually.True(t, time.Minute, "the victim's QEMU exits", func() bool {
+		for _, pid := range qemus {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			if err != nil {
+				continue
+			}
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && f[0] != "Z" {
+				return false
+			}
+		}
+		return true
+	})
 	release()
 	if l := leftovers(t, id); len(l) < 2 {
 		t.Fatalf("after SIGKILL only %v remain: the test would prove nothing", l)

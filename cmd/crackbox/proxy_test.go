@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/admin"
 )
 
@@ -216,15 +217,13 @@ func TestProxyServeDaemon(t *testing.T) {
 		// A decision is logged when its exchange ends, so the two lines may land in either
 		// order, and the first may still be on its way when the second request returns.
 		var log []byte
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		eventually.Within(time.Minute, func() bool {
 			var err error
 			if log, err = os.ReadFile(filepath.Join(dir, "decisions.jsonl")); err != nil {
 				t.Fatal(err)
 			}
-			if strings.Count(string(log), "\n") >= 2 || time.Now().After(deadline) {
-				break
-			}
-		}
+			return strings.Count(string(log), "\n") >= 2
+		})
 		var verdicts []string
 		for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
 			var d struct{ Host, Decision, Reason string }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/admin/fleet"
 	"github.com/crackbox/crackbox/pkg/proxy"
@@ -48,7 +49,7 @@ func TestProxyFleetOnShippedNATSConfig(t *testing.T) {
 		t.Fatalf("register on the writer: %d %s", c, body)
 	}
 	for _, r := range []*fleetReplica{writer, reader} {
-		eventually(t, r.name+" allows the registered client", func() bool { c, _ := r.verdict(t, "allowed.test", port); return c == 200 })
+		eventually.True(t, 90*time.Second, r.name+" allows the registered client", func() bool { c, _ := r.verdict(t, "allowed.test", port); return c == 200 })
 	}
 	if _, body := reader.admin(t, "GET", "/health", ""); !strings.Contains(body, `"registry_nats": "credentials and tls"`) {
 		t.Errorf("reader /health: %s", body)
@@ -77,7 +78,7 @@ func TestProxyFleetOnShippedNATSConfig(t *testing.T) {
 		t.Fatalf("forged entry with the writer's NATS credentials: %v", err)
 	}
 	for _, r := range []*fleetReplica{writer, reader} {
-		eventually(t, r.name+" skips the unsigned entry", func() bool {
+		eventually.True(t, 90*time.Second, r.name+" skips the unsigned entry", func() bool {
 			_, body := r.admin(t, "GET", "/metrics", "")
 			return strings.Contains(body, "\ncrackbox_registry_entries_skipped_total 1")
 		})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -88,16 +89,12 @@ func writeSignKey(t *testing.T, dir string) string {
 // is retried.
 func (r *fleetReplica) verdict(t *testing.T, host, port string) (int, string) {
 	t.Helper()
+	var resp *http.Response
 	var err error
-	for range 5 {
-		var resp *http.Response
-		if resp, err = r.get(host + ":" + port); err == nil {
-			return resp.StatusCode, resp.Header.Get(proxy.ErrorHeader)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !eventually.Within(10*time.Second, func() bool { resp, err = r.get(host + ":" + port); return err == nil }) {
+		t.Fatalf("%s: GET %s: %v", r.name, host, err)
 	}
-	t.Fatalf("%s: GET %s: %v", r.name, host, err)
-	return 0, ""
+	return resp.StatusCode, resp.Header.Get(proxy.ErrorHeader)
 }
 
 func (r *fleetReplica) get(hostport string) (*http.Response, error) {
@@ -134,17 +131,6 @@ func (r *fleetReplica) admin(t *testing.T, method, path, body string) (int, stri
 	return resp.StatusCode, string(b)
 }
 
-// eventually polls cond until it holds; the bound is generous because the
-// box may be loaded, and speed is measured by the benchmark, not here.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 90s: %s", what)
-		}
-	}
-}
-
 func TestProxyFleet(t *testing.T) {
 	bin := buildCrackbox(t)
 	cluster := natstest.Start(t, 3)
@@ -175,7 +161,7 @@ func TestProxyFleet(t *testing.T) {
 		t.Fatalf("register on r1: %d %s", c, body)
 	}
 	for _, r := range reps[1:] {
-		eventually(t, r.name+" allows the client registered on r1", enforces(r, allowed, 200, ""))
+		eventually.True(t, 90*time.Second, r.name+" allows the client registered on r1", enforces(r, allowed, 200, ""))
 		if c, why := r.verdict(t, other, port); c == 200 || why != proxy.ReasonAllowlist {
 			t.Errorf("%s: other.test %d %q, want blocked-by-allowlist", r.name, c, why)
 		}
@@ -189,23 +175,23 @@ func TestProxyFleet(t *testing.T) {
 		t.Fatalf("patch on r3: %d %s", c, body)
 	}
 	for _, r := range reps[:2] {
-		eventually(t, r.name+" applies the PATCH made on r3", enforces(r, other, 200, ""))
+		eventually.True(t, 90*time.Second, r.name+" applies the PATCH made on r3", enforces(r, other, 200, ""))
 	}
 	if c, body := reps[1].admin(t, "POST", "/v1/unregister", `{"ip":"127.0.0.1"}`); c != http.StatusOK {
 		t.Fatalf("unregister on r2: %d %s", c, body)
 	}
 	for _, r := range reps {
-		eventually(t, r.name+" refuses the client deleted on r2", enforces(r, allowed, http.StatusForbidden, proxy.ReasonUnknownClient))
+		eventually.True(t, 90*time.Second, r.name+" refuses the client deleted on r2", enforces(r, allowed, http.StatusForbidden, proxy.ReasonUnknownClient))
 	}
 
 	t.Run("one NATS node down", func(t *testing.T) {
 		cluster.StopNode(0)
-		eventually(t, "register on r1 with a node down", func() bool {
+		eventually.True(t, 90*time.Second, "register on r1 with a node down", func() bool {
 			c, _ := reps[0].admin(t, "POST", "/v1/register", reg)
 			return c == http.StatusCreated || c == http.StatusConflict
 		})
 		for _, r := range reps {
-			eventually(t, r.name+" allows the client registered with a node down", enforces(r, allowed, 200, ""))
+			eventually.True(t, 90*time.Second, r.name+" allows the client registered with a node down", enforces(r, allowed, 200, ""))
 		}
 	})
 
@@ -213,11 +199,11 @@ func TestProxyFleet(t *testing.T) {
 		cluster.StopNode(1)
 		cluster.StopNode(2)
 		for _, r := range reps {
-			eventually(t, r.name+" reports degraded in /health", func() bool {
+			eventually.True(t, 90*time.Second, r.name+" reports degraded in /health", func() bool {
 				_, body := r.admin(t, "GET", "/health", "")
 				return strings.Contains(body, `"registry": "degraded"`) && strings.Contains(body, `"registry_since"`)
 			})
-			eventually(t, r.name+" reports degraded in metrics", func() bool {
+			eventually.True(t, 90*time.Second, r.name+" reports degraded in metrics", func() bool {
 				_, body := r.admin(t, "GET", "/metrics", "")
 				return strings.Contains(body, "\ncrackbox_registry_degraded 1")
 			})
@@ -241,7 +227,7 @@ func TestProxyFleet(t *testing.T) {
 		}
 		cluster.WaitReady()
 		for _, r := range reps {
-			eventually(t, r.name+" follows the registry again", func() bool {
+			eventually.True(t, 90*time.Second, r.name+" follows the registry again", func() bool {
 				_, body := r.admin(t, "GET", "/health", "")
 				return strings.Contains(body, `"registry": "ok"`) && strings.Contains(body, `"registry_nats": "insecure (--insecure-nats)`)
 			})
@@ -249,12 +235,12 @@ func TestProxyFleet(t *testing.T) {
 				t.Errorf("%s: --insecure-nats not named in the log", r.name)
 			}
 		}
-		eventually(t, "patch on r2 after NATS returns", func() bool {
+		eventually.True(t, 90*time.Second, "patch on r2 after NATS returns", func() bool {
 			c, _ := reps[1].admin(t, "PATCH", "/v1/clients/127.0.0.1", fmt.Sprintf(`{"add":["%s:%s"]}`, other, port))
 			return c == http.StatusOK
 		})
 		for _, r := range reps {
-			eventually(t, r.name+" catches up with the PATCH made after NATS returned", enforces(r, other, 200, ""))
+			eventually.True(t, 90*time.Second, r.name+" catches up with the PATCH made after NATS returned", enforces(r, other, 200, ""))
 		}
 	})
 

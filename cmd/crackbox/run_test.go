@@ -16,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
 )
@@ -150,12 +151,8 @@ type outputWatcher struct{ nettest.Buffer }
 
 func (w *outputWatcher) wait(t *testing.T, s string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(w.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within %s; output %q", s, d, w.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !eventually.Within(d, func() bool { return strings.Contains(w.String(), s) }) {
+		t.Fatalf("no %q within %s; output %q", s, d, w.String())
 	}
 }
 

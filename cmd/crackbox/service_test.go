@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // TestProxyServeUnderSystemd: the daemon tells systemd it is ready once its
@@ -62,10 +64,8 @@ func TestProxyServeUnderSystemd(t *testing.T) {
 	}
 	waitLines := func(path string, want int) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); lines(path) < want; time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s has %d lines, want %d", path, lines(path), want)
-			}
+		if !eventually.Within(20*time.Second, func() bool { return lines(path) >= want }) {
+			t.Fatalf("%s has %d lines, want %d", path, lines(path), want)
 		}
 	}
 	fetch()

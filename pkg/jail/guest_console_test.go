@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 )
 
@@ -53,18 +54,15 @@ func TestConsoleFloodCapped(t *testing.T) {
 		// The UART drains after the guest's write returned: wait for the end marker.
 		go func() {
 			defer cancel()
-			for range 600 {
+			eventually.Within(time.Minute, func() bool {
 				logs, _ := filepath.Glob(filepath.Join(base, "*", "console.log"))
 				for _, l := range logs {
 					if b, err := os.ReadFile(l); err == nil {
 						size, tail = int64(len(b)), string(b[max(0, len(b)-200):])
 					}
 				}
-				if strings.Contains(tail, "FLOOD-END") {
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return strings.Contains(tail, "FLOOD-END")
+			})
 		}()
 	}}
 	_, _ = jailtest.RunContext(t, ctx, s)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/internal/proctest"
@@ -212,9 +213,9 @@ echo "polls=$i"; echo x > after; echo "write=$?"`)
 	go func() { _, err := jailtest.Run(t, s); done <- err }()
 
 	killed := 0
-	for deadline := time.Now().Add(4 * time.Minute); killed == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	eventually.Within(4*time.Minute, func() bool {
 		if _, err := os.Stat(filepath.Join(wd, "ready")); err != nil {
-			continue
+			return false
 		}
 		// The workdir's server holds the share's directory as its fd 4.
 		for _, pid := range proctest.Children("crackbox-share") {
@@ -224,7 +225,8 @@ echo "polls=$i"; echo x > after; echo "write=$?"`)
 				}
 			}
 		}
-	}
+		return killed > 0
+	})
 	if killed != 1 {
 		t.Fatalf("killed %d share servers for %s, want its one", killed, wd)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/yamux"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/jail/control"
 )
@@ -68,10 +69,7 @@ func TestGuestStreamsAreCapped(t *testing.T) {
 	}
 	// The last served stream's goroutine may not have reached the hook yet: the host
 	// spawns it and goes on accepting, so wait for the count rather than read it once.
-	deadline := time.Now().Add(30 * time.Second)
-	for served.Load() < maxGuestStreams && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Within(30*time.Second, func() bool { return served.Load() >= maxGuestStreams })
 	if n := served.Load(); n != maxGuestStreams {
 		t.Fatalf("%d streams reached the hook, want %d", n, maxGuestStreams)
 	}

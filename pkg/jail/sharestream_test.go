@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/internal/testreq"
 )
@@ -34,11 +35,11 @@ func TestStreamSharesPrestarted(t *testing.T) {
 	host, guest := net.Pipe()
 	served := make(chan struct{})
 	go func() { s.serve("w0", host); close(served) }()
-	for claimed := false; !claimed; time.Sleep(time.Millisecond) {
+	eventually.True(t, time.Minute, "w0's stream is being served", func() bool {
 		s.mu.Lock()
-		claimed = s.served["w0"]
-		s.mu.Unlock()
-	}
+		defer s.mu.Unlock()
+		return s.served["w0"]
+	})
 	for _, tag := range []string{"w0", "nope"} {
 		h, g := net.Pipe()
 		go s.serve(tag, h)
@@ -91,11 +92,10 @@ func TestStreamSharesLowerAsRunUID(t *testing.T) {
 			// The server drops its uid as it confines itself; wait (a loaded machine)
 			// until it is under seccomp.
 			status := "/proc/" + strconv.Itoa(pids[0]) + "/status"
-			for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if b, _ := os.ReadFile(status); bytes.Contains(b, []byte("Seccomp:\t2")) {
-					break
-				}
-			}
+			eventually.Within(time.Minute, func() bool {
+				b, _ := os.ReadFile(status)
+				return bytes.Contains(b, []byte("Seccomp:\t2"))
+			})
 			if uid, ok := procUID(pids[0]); !ok || int(uid) != c.want {
 				t.Errorf("host view share server runs as uid %d (%v), want %d", uid, ok, c.want)
 			}

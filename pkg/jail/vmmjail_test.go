@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"log/slog"
 	"net"
@@ -274,16 +275,12 @@ func TestVMMJailEnvAndIdentity(t *testing.T) {
 // readEnviron waits until pid has exec'd the helper and returns its environ.
 func readEnviron(t *testing.T, pid int) string {
 	t.Helper()
-	for range 500 {
+	eventually.True(t, time.Minute, "pid "+strconv.Itoa(pid)+" execs the helper", func() bool {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(jailHelperArg)) {
-			env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-			return string(env)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never exec'd the helper", pid)
-	return ""
+		return err == nil && bytes.Contains(b, []byte(jailHelperArg))
+	})
+	env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return string(env)
 }
 
 func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
@@ -388,7 +385,7 @@ func TestVMMJailLeafHoldsOnlyQEMU(t *testing.T) {
 		// cgroup.procs list crackbox). The forking thread leaves just after the start, so
 		// give it a moment.
 		var stray []string
-		for range 100 {
+		if !eventually.Within(10*time.Second, func() bool {
 			stray = stray[:0]
 			b, _ := os.ReadFile(filepath.Join(d, "tasks"))
 			for _, tid := range strings.Fields(string(b)) {
@@ -396,12 +393,8 @@ func TestVMMJailLeafHoldsOnlyQEMU(t *testing.T) {
 					stray = append(stray, tid)
 				}
 			}
-			if len(stray) == 0 {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if len(stray) > 0 {
+			return len(stray) == 0
+		}) {
 			t.Errorf("leaf %q still holds crackbox's threads %v", ctl, stray)
 		}
 		b, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // floodLimit is far beyond anything the proxy may read for one request: a
@@ -188,18 +190,19 @@ func TestMaxClientConns(t *testing.T) {
 		expectRefusal(t, resp, body, http.StatusServiceUnavailable, ReasonTooManyConns)
 	}
 	held[0].Close()
-	for i := 0; ; i++ {
+	// The slot frees once the proxy has seen the close.
+	var status int
+	var body string
+	if !eventually.Within(10*time.Second, func() bool {
 		rc := dialProxy(t, tp.addr)
-		resp, body := rc.do(t, "GET", get(host, "/"))
-		if resp.StatusCode == 200 {
-			break
+		var resp *http.Response
+		resp, body = rc.do(t, "GET", get(host, "/"))
+		if status = resp.StatusCode; status != 200 {
+			rc.Close()
 		}
-		// The slot frees once the proxy has seen the close; give it a moment.
-		if i == 100 {
-			t.Fatalf("slot never freed: %d %q", resp.StatusCode, body)
-		}
-		rc.Close()
-		time.Sleep(50 * time.Millisecond)
+		return status == 200
+	}) {
+		t.Fatalf("slot never freed: %d %q", status, body)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/proxy/allow"
 )
@@ -46,19 +47,11 @@ func TestShutdownWaitsThenCuts(t *testing.T) {
 	idle := dialProxy(t, tp.addr) // connected, no request yet
 	// Wait until the proxy has accepted it: closing the listener resets a connection
 	// still in the kernel's accept queue, which is not what this test is about.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the proxy holds the tunnel and the idle connection", func() bool {
 		tp.mu.Lock()
-		n := len(tp.conns)
-		tp.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("proxy holds %d connections, want the tunnel and the idle one", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer tp.mu.Unlock()
+		return len(tp.conns) == 2
+	})
 	// The echo through the tunnel proves its relay runs, so it already counts.
 	if tp.Active() != 1 {
 		t.Fatalf("Active() = %d, want 1", tp.Active())
@@ -92,7 +85,15 @@ func TestShutdownCleanWhenTunnelsEnd(t *testing.T) {
 	target := fmt.Sprintf("echo.test:%d", port)
 	tp := startProxy(t, Options{Hosts: hostsFor("echo.test"), AllowCIDRs: []netip.Prefix{loopback8}}, []string{target})
 	tunnel := openTunnel(t, tp.addr, target)
-	go func() { time.Sleep(100 * time.Millisecond); tunnel.Close() }()
+	// End the tunnel once Shutdown has begun, so Shutdown is seen waiting for it.
+	go func() {
+		eventually.Within(time.Minute, func() bool {
+			tp.mu.Lock()
+			defer tp.mu.Unlock()
+			return tp.shutdown
+		})
+		tunnel.Close()
+	}()
 	// Only a hang guard: Shutdown returns when the tunnel ends, however late that is.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

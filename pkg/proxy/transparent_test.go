@@ -150,7 +150,7 @@ func TestTransparentLargeSplitHello(t *testing.T) {
 		if _, err := c.Write(chunk); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // so the hello arrives in separate reads, the case under test
 	}
 	c.Write([]byte("after"))
 	b := <-got

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/proxy"
@@ -76,15 +77,6 @@ func bucket(t *testing.T, c *natstest.Cluster) jetstream.KeyValue {
 	return kv
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 60s: %s", what)
-		}
-	}
-}
-
 func allows(r *proxy.Registry, ip, host string) bool {
 	c, ok := r.Lookup(netip.MustParseAddr(ip))
 	return ok && c.Allow.Check(host, 443) == nil
@@ -132,7 +124,7 @@ func TestMalformedEntries(t *testing.T) {
 	if _, err := kv.Put(ctx, "c.10.0.0.2", sealed(t, testSigner, "c.10.0.0.2", `{"ip":"10.0.0.2","id":"x","allowlist":[1]}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a client whose entry turned malformed is refused", func() bool {
+	eventually.True(t, time.Minute, "a client whose entry turned malformed is refused", func() bool {
 		_, ok := reg.Lookup(netip.MustParseAddr("10.0.0.2"))
 		return !ok
 	})
@@ -215,7 +207,7 @@ func TestConcurrentEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range []*Fleet{a, b} {
-		waitFor(t, "both PATCHes on every replica", func() bool {
+		eventually.True(t, time.Minute, "both PATCHes on every replica", func() bool {
 			return allows(f.reg, "10.0.0.1", "one.test") && allows(f.reg, "10.0.0.1", "two.test") && allows(f.reg, "10.0.0.1", "base.test")
 		})
 	}
@@ -228,7 +220,7 @@ func TestStatusWhileNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.StopNode(0)
-	waitFor(t, "degraded status", func() bool { _, err := f.Status(); return err != nil })
+	eventually.True(t, time.Minute, "degraded status", func() bool { _, err := f.Status(); return err != nil })
 	if err := f.Register(client(t, "10.0.0.2", "b.test")); !errors.Is(err, admin.ErrUnavailable) {
 		t.Errorf("register without NATS: %v, want ErrUnavailable", err)
 	}
@@ -241,7 +233,7 @@ func TestStatusWhileNATSDown(t *testing.T) {
 	}
 	c.StartNode(0)
 	c.WaitReady()
-	waitFor(t, "following again", func() bool { _, err := f.Status(); return err == nil })
+	eventually.True(t, time.Minute, "following again", func() bool { _, err := f.Status(); return err == nil })
 }
 
 func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {

@@ -8,10 +8,12 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nkeys"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/natstest"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
@@ -39,7 +41,7 @@ func TestForgedEntriesChangeNoAllowlist(t *testing.T) {
 	pub, _ := testSigner.PublicKey()
 	reg, prom := proxy.NewRegistry(), prometheus.NewRegistry()
 	reader := open(t, c.URL(), Options{Signers: []string{pub}, Registry: reg, Registerer: prom})
-	waitFor(t, "the reader has the real client", func() bool { return allows(reg, "10.0.0.1", "good.test") })
+	eventually.True(t, time.Minute, "the reader has the real client", func() bool { return allows(reg, "10.0.0.1", "good.test") })
 
 	mallory, _ := nkeys.CreateAccount()
 	wide := `{"ip":"10.0.0.1","id":"c-10.0.0.1","allowlist":["good.test","evil.test"]}`
@@ -67,7 +69,7 @@ func TestForgedEntriesChangeNoAllowlist(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := float64(i + 1)
-		waitFor(t, "the reader skips the forged value "+f.name, func() bool { return counter(t, prom, "crackbox_registry_entries_skipped_total") >= want })
+		eventually.True(t, time.Minute, "the reader skips the forged value "+f.name, func() bool { return counter(t, prom, "crackbox_registry_entries_skipped_total") >= want })
 	}
 	for _, r := range []*proxy.Registry{reg, admin.reg} {
 		if allows(r, "10.0.0.1", "evil.test") {

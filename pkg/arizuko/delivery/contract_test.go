@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/adapter"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
 )
@@ -38,19 +39,15 @@ func contractRig(t *testing.T, h http.Handler) (*store.Store, *Deliverer, store.
 func deliverUntil(t *testing.T, st *store.Store, d *Deliverer, id int64, within time.Duration) store.Outbound {
 	t.Helper()
 	ctx := context.Background()
-	end := time.Now().Add(within)
-	for time.Now().Before(end) {
+	var o store.Outbound
+	eventually.Within(within, func() bool {
 		d.DeliverDue(ctx)
-		o, err := st.GetOutbound(ctx, id)
-		if err != nil {
+		var err error
+		if o, err = st.GetOutbound(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if o.Status != "pending" {
-			return o
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	o, _ := st.GetOutbound(ctx, id)
+		return o.Status != "pending"
+	})
 	return o
 }
 

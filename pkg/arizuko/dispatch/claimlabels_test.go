@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
@@ -34,7 +35,7 @@ func TestClaimRefusedWithoutRequiredLabels(t *testing.T) {
 	// The rogue pulls the item as any runner can, registers without the
 	// label, takes the folder's lease and claims.
 	var it Item
-	waitFor(t, 30*time.Second, "the work item", func() bool {
+	eventually.True(t, 30*time.Second, "the work item", func() bool {
 		b, err := p.setup.Consumer.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			return false
@@ -75,7 +76,7 @@ func TestClaimRefusedWithoutRequiredLabels(t *testing.T) {
 	var mu sync.Mutex
 	var ran []string
 	p.runner(t, "metal", []string{"kvm=true"}, recorder{name: "metal", mu: &mu, ran: &ran})
-	waitFor(t, 30*time.Second, "the kvm turn on metal", func() bool { return p.idle(t) })
+	eventually.True(t, 30*time.Second, "the kvm turn on metal", func() bool { return p.idle(t) })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(ran) != 1 || ran[0] != "metal:kvm" {

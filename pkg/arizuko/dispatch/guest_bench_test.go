@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -63,7 +64,7 @@ func BenchmarkMessageToAgentStartFleet(b *testing.B) {
 			b.Fatalf("%s: no agent started", name)
 		}
 		v.n++
-		waitFor(b, 5*time.Minute, name+" turn to finish", func() bool { return v.p.idle(b) })
+		eventually.True(b, 5*time.Minute, name+" turn to finish", func() bool { return v.p.idle(b) })
 		return d
 	}
 	for _, n := range names {

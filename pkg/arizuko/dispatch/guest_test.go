@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/home"
@@ -64,7 +65,7 @@ func TestFleetTurnInRealGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.post(t, "g", `TRY observe_group {"source": "g"}`)
-	waitFor(t, 6*time.Minute, "the guest's turn", func() bool { return p.idle(t) })
+	eventually.True(t, 6*time.Minute, "the guest's turn", func() bool { return p.idle(t) })
 	st := p.l.Store()
 	ts, err := st.ListTurns(p.ctx, "g", 10)
 	if err != nil || len(ts) != 1 || ts[0].Status != store.TurnDone || ts[0].ExitCode == nil || *ts[0].ExitCode != 0 {

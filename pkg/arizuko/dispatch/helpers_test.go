@@ -136,14 +136,3 @@ func (p *plane) idle(tb testing.TB) bool {
 	}
 	return len(w) == 0
 }
-
-func waitFor(tb testing.TB, d time.Duration, what string, ok func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/home"
 	"github.com/crackbox/crackbox/pkg/arizuko/turn"
@@ -126,7 +127,7 @@ func (h *bigHome) turn(tb testing.TB, write string) {
 	h.exec.write = write
 	h.exec.mu.Unlock()
 	h.p.post(tb, "big", "go")
-	waitFor(tb, 5*time.Minute, "the turn", func() bool { return h.p.idle(tb) })
+	eventually.True(tb, 5*time.Minute, "the turn", func() bool { return h.p.idle(tb) })
 }
 
 type homeCounts struct{ fetched, hits, sent float64 }

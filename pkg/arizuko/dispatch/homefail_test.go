@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
@@ -30,13 +31,13 @@ func TestFailedTurnCommitsNothingUnlessKept(t *testing.T) {
 	agent := &failingAgent{}
 	p.runner(t, "admin", nil, agent)
 	p.post(t, "kf", "one")
-	waitFor(t, 2*time.Minute, "the failed turn", func() bool { return agent.runs.Load() == 1 && p.idle(t) })
+	eventually.True(t, 2*time.Minute, "the failed turn", func() bool { return agent.runs.Load() == 1 && p.idle(t) })
 	if l, err := p.setup.Homes.Log(p.ctx, "kf"); err != nil || len(l.Versions) != 0 {
 		t.Fatalf("log after a failed turn %+v %v, want no version", l, err)
 	}
 	p.d.o.KeepFailed = func(f string) bool { return f == "kf" }
 	p.post(t, "kf", "two")
-	waitFor(t, 2*time.Minute, "the second failed turn", func() bool { return agent.runs.Load() == 2 && p.idle(t) })
+	eventually.True(t, 2*time.Minute, "the second failed turn", func() bool { return agent.runs.Load() == 2 && p.idle(t) })
 	l, err := p.setup.Homes.Log(p.ctx, "kf")
 	if err != nil || len(l.Versions) != 1 {
 		t.Fatalf("log %+v %v, want the kept failed turn's version", l, err)

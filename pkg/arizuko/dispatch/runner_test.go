@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/gated"
 	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
@@ -61,7 +62,7 @@ func TestLabelsPickTheRunner(t *testing.T) {
 	p.runner(t, "metal", []string{"kvm=true", "zone=a"}, recorder{name: "metal", mu: &mu, ran: &ran})
 	for range 4 {
 		p.post(t, "kvm", "x")
-		waitFor(t, 30*time.Second, "the kvm turn", func() bool { return p.idle(t) })
+		eventually.True(t, 30*time.Second, "the kvm turn", func() bool { return p.idle(t) })
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -109,7 +110,7 @@ func TestLostLeaseStopsTheTurn(t *testing.T) {
 	if _, err := p.d.Claim(p.ctx, "r2", Claim{Turn: l.Turn, Attempt: l.Attempt, Dispatch: l.Dispatch, Folder: "a"}); err != nil {
 		t.Fatalf("r2's claim after r1 went quiet: %v", err)
 	}
-	waitFor(t, 30*time.Second, "r1 to stop its turn", func() bool {
+	eventually.True(t, 30*time.Second, "r1 to stop its turn", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return cause != nil
@@ -124,7 +125,7 @@ func TestLostLeaseStopsTheTurn(t *testing.T) {
 	if p.idle(t) {
 		t.Fatal("the turn ended although its runner lost the lease")
 	}
-	waitFor(t, 60*time.Second, "the turn to run again", func() bool { return p.idle(t) })
+	eventually.True(t, 60*time.Second, "the turn to run again", func() bool { return p.idle(t) })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(ran) != 2 {
@@ -152,7 +153,8 @@ func (h sessionHog) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 // one on the control plane's own socket: gated.MaxSessions. The ones past it
 // are closed, not served.
 func TestToolSessionsPerTurnAreBounded(t *testing.T) {
-	p := newPlane(t, true, 3*time.Second, nil, nil, "acme")
+	// A lease that outlives a loaded machine's slow renewals: this test is about sessions.
+	p := newPlane(t, true, 30*time.Second, nil, nil, "acme")
 	hog := sessionHog{opened: make(chan net.Conn, gated.MaxSessions+4)}
 	p.runner(t, "r1", nil, hog)
 	p.post(t, "acme", "x")

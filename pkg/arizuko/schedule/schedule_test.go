@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -262,27 +263,31 @@ func TestFleetFiresOnce(t *testing.T) {
 }
 
 // Run sleeps until the earliest next run, and Wake makes it see a schedule
-// added meanwhile at once rather than after its longest sleep.
+// added meanwhile at once rather than after its longest sleep. The bubble's
+// clock stands still while Run sleeps, so only Wake can make it fire.
 func TestRunWakes(t *testing.T) {
-	st := openStore(t)
-	var r recorder
-	s := &Scheduler{Store: st, Fire: r.fire, MaxWait: time.Hour}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(50 * time.Millisecond) // Run has made its first pass and sleeps for the hour
-	if _, err := st.InsertSchedule(ctx, store.Schedule{Folder: "acme", Cron: "@hourly", TZ: "UTC", Prompt: "p", NextRun: time.Now().UnixMilli(), Owner: "user:admin"}); err != nil {
-		t.Fatal(err)
-	}
-	s.Wake()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.n() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if r.n() != 1 {
-		t.Fatalf("%d firings after Wake, want 1", r.n())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		st := openStore(t)
+		var r recorder
+		s := &Scheduler{Store: st, Fire: r.fire, MaxWait: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		synctest.Wait() // Run has made its first pass and sleeps for the hour
+		if _, err := st.InsertSchedule(ctx, store.Schedule{Folder: "acme", Cron: "@hourly", TZ: "UTC", Prompt: "p", NextRun: time.Now().UnixMilli(), Owner: "user:admin"}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if r.n() != 0 {
+			t.Fatalf("%d firings before Wake: Run was not asleep", r.n())
+		}
+		s.Wake()
+		synctest.Wait()
+		if r.n() != 1 {
+			t.Fatalf("%d firings after Wake, want 1", r.n())
+		}
+	})
 }
 
 // Under the shipped NATS server config the control plane's identity claims

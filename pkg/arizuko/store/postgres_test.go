@@ -143,7 +143,7 @@ func TestClaimTakesOverFromDeadHolder(t *testing.T) {
 	}
 	defer killer.Close()
 	go func() {
-		time.Sleep(claimWait / 4)
+		time.Sleep(claimWait / 4) // the holder dies partway through the claim's wait, the case under test
 		killer.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid)
 	}()
 	if err := s.Claim(ctx); err != nil {

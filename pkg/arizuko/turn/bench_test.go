@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -108,14 +109,9 @@ func BenchmarkTurnsPerMinute(b *testing.B) {
 					return
 				}
 				e.q.Kick(f)
-				for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-					if countEnded(e, f) >= j+1 {
-						break
-					}
-					if time.Now().After(deadline) {
-						errs <- fmt.Errorf("%s: turn %d did not end", f, j)
-						return
-					}
+				if !eventually.Within(5*time.Minute, func() bool { return countEnded(e, f) >= j+1 }) {
+					errs <- fmt.Errorf("%s: turn %d did not end", f, j)
+					return
 				}
 			}
 		}()

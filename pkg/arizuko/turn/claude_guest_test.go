@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
@@ -63,19 +64,14 @@ func TestGuestClaudeCodeFolder(t *testing.T) {
 	e.post(t, "web:cc", "hello")
 
 	ctx := context.Background()
-	deadline := time.Now().Add(11 * time.Minute)
 	var ts []store.Turn
-	for {
+	if !eventually.Within(11*time.Minute, func() bool {
 		if ts, err = e.st.ListTurns(ctx, "cc", 10); err != nil {
 			t.Fatal(err)
 		}
-		if len(ts) > 0 && (ts[0].Status == store.TurnDone || ts[0].Status == store.TurnFailed) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the turn did not end: %+v", ts)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(ts) > 0 && (ts[0].Status == store.TurnDone || ts[0].Status == store.TurnFailed)
+	}) {
+		t.Fatalf("the turn did not end: %+v", ts)
 	}
 	outs, _ := e.st.TurnOutbound(ctx, ts[0].ID)
 	if ts[0].Status != store.TurnDone || len(outs) != 1 {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/servicetest"
 	"github.com/crackbox/crackbox/pkg/arizuko/gated"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
@@ -113,26 +114,24 @@ func (e *env) waitTurns(t testing.TB, folder string, n int) []store.Turn {
 	t.Helper()
 	// A hang guard only: a guest turn waits for a machine-wide slot and runs up to its own
 	// timeout, so on a loaded machine it may take minutes and still be right.
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		ts, err := e.st.ListTurns(context.Background(), folder, 100)
-		if err != nil {
+	var ts []store.Turn
+	ended := 0
+	if !eventually.Within(10*time.Minute, func() bool {
+		var err error
+		if ts, err = e.st.ListTurns(context.Background(), folder, 100); err != nil {
 			t.Fatal(err)
 		}
-		ended := 0
+		ended = 0
 		for _, x := range ts {
 			if x.Status == store.TurnDone || x.Status == store.TurnFailed {
 				ended++
 			}
 		}
-		if ended >= n {
-			return ts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d of %d turns ended: %+v", folder, ended, n, ts)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ended >= n
+	}) {
+		t.Fatalf("%s: %d of %d turns ended: %+v", folder, ended, n, ts)
 	}
+	return ts
 }
 
 // blockRunner holds every attempt until released and records concurrency.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/router"
@@ -138,12 +139,8 @@ func TestTenantsShareSlotsRoundRobin(t *testing.T) {
 			q := e.start(t, r, func(o *Options) { o.MaxGuests = c.cap })
 			waitWaiting := func(n int) {
 				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for len(q.Waiting()) < n {
-					if time.Now().After(deadline) {
-						t.Fatalf("waiting %v, want %d folders", q.Waiting(), n)
-					}
-					time.Sleep(5 * time.Millisecond)
+				if !eventually.Within(10*time.Second, func() bool { return len(q.Waiting()) >= n }) {
+					t.Fatalf("waiting %v, want %d folders", q.Waiting(), n)
 				}
 			}
 			// acme alone takes every slot and queues the rest of its folders.
@@ -183,19 +180,11 @@ func TestTenantsShareSlotsRoundRobin(t *testing.T) {
 				}
 			}
 			// Once idle, the scheduler remembers no tenant.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			eventually.True(t, 10*time.Second, "the idle queue forgets every tenant", func() bool {
 				q.mu.Lock()
-				n := len(q.granted)
-				q.mu.Unlock()
-				if n == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the idle queue still remembers %d tenants", n)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+				defer q.mu.Unlock()
+				return len(q.granted) == 0
+			})
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/gated"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -71,20 +72,19 @@ func TestKilledDaemonRerunsTurn(t *testing.T) {
 		}
 	}()
 	var turn store.Turn
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !eventually.Within(30*time.Second, func() bool {
 		ts, _ := e.st.ListTurns(context.Background(), "a", 10)
-		if len(ts) == 1 {
-			if _, err := os.Stat(filepath.Join(data, fmt.Sprintf("started-%d", ts[0].ID))); err == nil {
-				turn = ts[0]
-				break
-			}
+		if len(ts) != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(data, "daemon.log"))
-			t.Fatalf("daemon never started the turn; log:\n%s", b)
+		if _, err := os.Stat(filepath.Join(data, fmt.Sprintf("started-%d", ts[0].ID))); err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		turn = ts[0]
+		return true
+	}) {
+		b, _ := os.ReadFile(filepath.Join(data, "daemon.log"))
+		t.Fatalf("daemon never started the turn; log:\n%s", b)
 	}
 	second := e.post(t, "web:a", "during the turn")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {

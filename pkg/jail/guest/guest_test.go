@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail/control"
 )
@@ -130,13 +131,11 @@ func reaperHelper() {
 	// deadline is one the reaper failed to collect (it reaps within milliseconds, so the
 	// deadline only bounds the failing case).
 	var zombies int
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+	eventually.Within(time.Minute, func() bool {
 		var live int
 		live, zombies = ourChildren()
-		if live+zombies == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+		return live+zombies == 0
+	})
 	var probe syscall.WaitStatus
 	if pid, _ := syscall.Wait4(-1, &probe, syscall.WNOHANG, nil); pid > 0 {
 		zombies++

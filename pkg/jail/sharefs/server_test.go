@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/hugelgupf/p9/p9"
 )
@@ -34,12 +35,10 @@ func TestStartConfinedBeforeConnect(t *testing.T) {
 	pid := s.cmd.Process.Pid
 	// Wait (generously: a loaded machine) until the second stage has confined itself.
 	var status []byte
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	eventually.Within(time.Minute, func() bool {
 		status = procStatus(pid)
-		if bytes.Contains(status, []byte("Seccomp:\t2")) {
-			break
-		}
-	}
+		return bytes.Contains(status, []byte("Seccomp:\t2"))
+	})
 	for _, want := range []string{"CapPrm:\t0000000000000000", "CapEff:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !bytes.Contains(status, []byte(want)) {
 			t.Errorf("pre-started share server status lacks %q:\n%s", want, status)

@@ -12,6 +12,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/nettest"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/proxy/allow"
@@ -287,16 +288,13 @@ func TestResponderTCPBounds(t *testing.T) {
 	held[0].Close()
 	m := new(mdns.Msg)
 	m.SetQuestion("good.test.", mdns.TypeA)
-	for i := 0; ; i++ {
+	if !eventually.Within(10*time.Second, func() bool {
 		c := &mdns.Client{Net: "tcp", Timeout: 3 * time.Second}
-		r, _, err := c.Exchange(m, addr)
-		if err == nil && r.Rcode == mdns.RcodeSuccess {
-			break
-		}
-		if i == 50 {
-			t.Fatalf("freed slot never answered: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		var r *mdns.Msg
+		r, _, err = c.Exchange(m, addr)
+		return err == nil && r.Rcode == mdns.RcodeSuccess
+	}) {
+		t.Fatalf("freed slot never answered: %v", err)
 	}
 
 	slow, err := Listen(Config{Addr: "127.0.0.1:0", Allowed: HostAllowed(l), Resolve: p.Resolve, ReadTimeout: 300 * time.Millisecond})
@@ -315,7 +313,7 @@ func TestResponderTCPBounds(t *testing.T) {
 		if _, err := c.Write([]byte{0}); err != nil {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a trickle, one byte each 10 ms, is the attack
 	}
 	if sent == 3000 {
 		t.Fatal("a query trickled a byte at a time was read for 30 s")
