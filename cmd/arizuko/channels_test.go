@@ -175,7 +175,7 @@ func TestScheduledTurnLatency(t *testing.T) {
 func TestFleetControlPlanesFireOnce(t *testing.T) {
 	tc := fleetTurns(t)
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostProcess{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	var stores []*store.Store
 	var ids []int64

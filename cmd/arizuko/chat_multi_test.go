@@ -20,7 +20,7 @@ import (
 // data dir holding folders that run the scripted agent on the host.
 func chatDaemon(t *testing.T, tc TurnsConfig, folders ...string) (string, string, *store.Store) {
 	t.Helper()
-	return chatDaemonWith(t, tc, hostAgent{}, folders...)
+	return chatDaemonWith(t, tc, hostProcess{}, folders...)
 }
 
 // chatDaemonWith is chatDaemon with the turns run by runner.
@@ -137,13 +137,13 @@ func TestChatBudgetNotice(t *testing.T) {
 	}
 }
 
-// slowAgent is hostAgent taking as long as a guest boot, so lines piped at
+// slowAgent is hostProcess taking as long as a guest boot, so lines piped at
 // once would reach the folder while its turn runs.
-type slowAgent struct{ hostAgent }
+type slowAgent struct{ hostProcess }
 
 func (s slowAgent) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	time.Sleep(300 * time.Millisecond)
-	return s.hostAgent.Run(ctx, j)
+	return s.hostProcess.Run(ctx, j)
 }
 
 // Lines piped into a chat are each a message with a turn and an answer of

@@ -3,11 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,33 +11,7 @@ import (
 	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
-	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
-
-// hostAgent runs the agent as a host process instead of a guest, pointed at
-// the host path of the folder's MCP socket.
-type hostAgent struct{}
-
-func (hostAgent) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
-	argv := make([]string, len(j.Argv))
-	for i, a := range j.Argv {
-		argv[i] = strings.Replace(a, j.GuestHome, j.HostHome, 1)
-	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + j.HostHome}, j.Env...)
-	cmd.Env = append(cmd.Env, "ARIZUKO_MCP_SOCKET="+j.Socket)
-	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = j.HostHome, strings.NewReader(j.Prompt), j.Stdout, j.Stdout
-	if j.Answer != nil {
-		cmd.Stdout = io.MultiWriter(j.Stdout, j.Answer)
-	}
-	var ee *exec.ExitError
-	if err := cmd.Run(); errors.As(err, &ee) {
-		return turn.Result{Exit: ee.ExitCode()}, nil
-	} else if err != nil {
-		return turn.Result{Exit: 127}, err
-	}
-	return turn.Result{}, nil
-}
 
 // The daemon's handler with the turn pipeline, and the terminal chat as the
 // adapter: a typed line runs a turn whose reply is delivered to the chat.

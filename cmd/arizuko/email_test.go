@@ -61,7 +61,7 @@ func newMailEnv(t *testing.T, maxAttachment int64, noIdle bool) *mailEnv {
 		t.Fatal(err)
 	}
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostProcess{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	pw := filepath.Join(t.TempDir(), "imap.password")
 	if err := os.WriteFile(pw, []byte(mailtest.Password+"\n"), 0o600); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/crackbox/crackbox/internal/proc"
 	"github.com/crackbox/crackbox/pkg/arizuko/turn"
 )
 
@@ -27,8 +28,8 @@ func (hostProcess) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
 	cmd.Env = append(cmd.Env, "ARIZUKO_MCP_SOCKET="+j.Socket)
 	// The agent and all it started die with its turn or its runner, as a
 	// guest would.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	proc.Tie(cmd, syscall.SIGKILL)
+	cmd.Cancel = func() error { return proc.KillGroup(cmd) }
 	cmd.Dir, cmd.Stdin, cmd.Stdout, cmd.Stderr = j.HostHome, strings.NewReader(j.Prompt), j.Stdout, j.Stdout
 	if j.Answer != nil {
 		cmd.Stdout = io.MultiWriter(j.Stdout, j.Answer)

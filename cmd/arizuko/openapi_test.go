@@ -60,7 +60,7 @@ func daemonServerWith(t *testing.T, tc TurnsConfig, o servicetest.Options) (*api
 	ctx := context.Background()
 	l := servicetest.New(t, o).L
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostProcess{} }
 	t.Cleanup(func() { newTurnRunner = prev })
 	h, stop, err := startTurns(ctx, tc, l, openapiAdmin, "")
 	if err != nil {

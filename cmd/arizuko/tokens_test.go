@@ -21,7 +21,7 @@ func TestScopedTokensOnPipelineRoutes(t *testing.T) {
 	e.AddFolder(t, "a")
 	l, actx := e.L, e.Admin
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostProcess{} }
 	defer func() { newTurnRunner = prev }()
 	h, stop, err := startTurns(ctx, TurnsConfig{}, l, "0123456789abcdef0123", "")
 	if err != nil {

@@ -36,7 +36,7 @@ func TestWebChatTenantsApartInChromium(t *testing.T) {
 		tok[ten] = nt.Secret
 	}
 	prev := newTurnRunner
-	newTurnRunner = func(TurnsConfig) turn.Runner { return hostAgent{} }
+	newTurnRunner = func(TurnsConfig) turn.Runner { return hostProcess{} }
 	defer func() { newTurnRunner = prev }()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

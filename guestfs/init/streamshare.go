@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 
 	"golang.org/x/sys/unix"
 
+	relaypkg "github.com/crackbox/crackbox/internal/relay"
 	"github.com/crackbox/crackbox/pkg/jail/control"
 	"github.com/crackbox/crackbox/pkg/jail/guest"
 )
@@ -86,12 +86,8 @@ func mount9p(tag, target string, fd int, readOnly bool) error {
 	return nil
 }
 
-// relay copies between the mount's socket and the host stream until either ends.
+// relay copies between the mount's socket and the host stream until either ends; 9p
+// has no half-close, so one side ending means the mount is gone and both are closed.
 func relay(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
-	<-done
-	a.Close()
-	b.Close()
+	relaypkg.Copy(context.Background(), a, b, relaypkg.CloseBoth)
 }

@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/proc"
 	"github.com/crackbox/crackbox/internal/testreq"
 )
 
@@ -211,7 +211,7 @@ func (s *Server) Log() string {
 // child is one server process, killed with the test binary if it dies.
 type child struct {
 	cmd  *exec.Cmd
-	done chan struct{}
+	done <-chan struct{} // closed once the server has been waited for
 }
 
 func startChild(logPath, name string, args ...string) (*child, error) {
@@ -220,25 +220,12 @@ func startChild(logPath, name string, args ...string) (*child, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	c := &child{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	c := &child{cmd: exec.Command(name, args...)}
 	c.cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"}
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	// Its own process group, so stop can end the children a server leaves.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	started := make(chan error, 1)
-	// Pdeathsig follows the thread that forked, so that thread stays
-	// alive (locked to this goroutine) until the server has exited.
-	go func() {
-		runtime.LockOSThread()
-		defer close(c.done)
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		c.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	proc.Tie(c.cmd, syscall.SIGTERM)
+	if c.done, err = proc.Spawn(c.cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	return c, nil
@@ -252,13 +239,8 @@ func (c *child) stop() {
 		return
 	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(15 * time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
-	}
-	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	proc.Stop(c.cmd, c.done, 15*time.Second)
+	proc.KillGroup(c.cmd)
 }
 
 func (c *child) exited() bool {

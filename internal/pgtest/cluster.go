@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 
+	"github.com/crackbox/crackbox/internal/proc"
 	"github.com/crackbox/crackbox/internal/testreq"
 )
 
@@ -136,23 +136,13 @@ func (c *Cluster) serve(bin string) error {
 		"-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
-	c.cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	started := make(chan error, 1)
-	// Pdeathsig follows the thread that forked, so that thread stays alive (locked to
-	// this goroutine) until the server has exited.
-	go func() {
-		runtime.LockOSThread()
-		defer close(c.done)
-		if err := c.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		c.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	proc.Tie(c.cmd, syscall.SIGQUIT)
+	exited, err := proc.Spawn(c.cmd)
+	if err != nil {
+		close(c.done)
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
+	go func() { <-exited; close(c.done) }()
 	return nil
 }
 

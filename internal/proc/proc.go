@@ -1,5 +1,6 @@
-// Package proc identifies host processes across pid reuse, so cleanup code can tell a
-// dead run's leftovers from a live run's.
+// Package proc is the host processes crackbox and arizuko start and watch: children that
+// die with their parent and are ended with their process group after a grace period, and
+// start times that tell a dead run's leftovers from a live run's across pid reuse.
 package proc
 
 import (

@@ -33,7 +33,7 @@ func lowerFsdCmd(s share) *exec.Cmd {
 		VirtiofsdPath, "--fd=3", "--rlimit-nofile=0", "-o", "source="+s.Host, "-o", "cache=always",
 		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
 		"-o", "modcaps=-chown:-dac_override:-fsetid:-setgid:-setuid:-mknod:-setfcap")
-	cmd.SysProcAttr = fsdSysProcAttr()
+	setFsdSysProcAttr(cmd)
 	cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS
 	cmd.SysProcAttr.UidMappings = lowerIDMap
 	cmd.SysProcAttr.GidMappings = lowerIDMap

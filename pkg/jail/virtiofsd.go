@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // VirtiofsdPath is where Debian's QEMU ships virtiofsd.
@@ -47,11 +49,12 @@ func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File, build
 	return cmd, nil
 }
 
-// fsdSysProcAttr is what every virtiofsd runs with: killed with crackbox, in its own
+// setFsdSysProcAttr sets what every virtiofsd runs with: killed with crackbox, in its own
 // process group, and (virtiofsd's own sandbox adds mount, pid and network namespaces)
 // new ipc and uts namespaces.
-func fsdSysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+func setFsdSysProcAttr(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+	proc.Tie(cmd, syscall.SIGKILL)
 }
 
 // shareFsdCmd serves a user share as the host user crackbox runs as. A read-only share
@@ -69,7 +72,7 @@ func shareFsdCmd(s share) *exec.Cmd {
 	} else {
 		cmd = exec.Command(fsd[0], fsd[1:]...)
 	}
-	cmd.SysProcAttr = fsdSysProcAttr()
+	setFsdSysProcAttr(cmd)
 	return cmd
 }
 

@@ -7,8 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // vm is one running QEMU with its helpers.
@@ -239,7 +240,7 @@ func (v *vm) shutdown(grace time.Duration) {
 			}
 			if !v.waitExit(2 * time.Second) {
 				v.log.Debug("qemu did not quit, killing it")
-				_ = syscall.Kill(-v.cmd.Process.Pid, syscall.SIGKILL)
+				_ = proc.KillGroup(v.cmd)
 				_ = v.cmd.Process.Kill()
 				v.waitExit(5 * time.Second)
 			}
@@ -254,12 +255,7 @@ func (v *vm) shutdown(grace time.Duration) {
 	for _, c := range v.fsd {
 		done := make(chan struct{})
 		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+		proc.Stop(c, done, 2*time.Second)
 	}
 	if v.console != nil {
 		v.console.close()

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // The VMM jail, shaped after Firecracker's jailer: QEMU starts in new mount, pid, ipc,
@@ -159,7 +161,8 @@ func (j *vmmJail) command(bin string, args ...string) (*exec.Cmd, error) {
 		flags |= syscall.CLONE_NEWNET
 	}
 	// Go's child sets the parent-death signal after the credentials, which would clear it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true, Cloneflags: flags}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
+	proc.Tie(cmd, syscall.SIGKILL)
 	if j.cfg.SetID {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: j.cfg.UID, Gid: j.cfg.GID, Groups: j.cfg.Groups}
 	}
@@ -262,7 +265,7 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 	if errors.Is(err, ErrNoVMMJail) || (err == nil && vmmJailOff) {
 		cmd := exec.Command(st.qemu, args...)
 		cmd.Env = vmmEnv
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		proc.Tie(cmd, syscall.SIGKILL)
 		if st.vmm != nil && os.Geteuid() == 0 {
 			cmd.SysProcAttr.Credential = &syscall.Credential{Uid: st.vmm.UID, Gid: st.vmm.GID, Groups: st.vmm.Groups}
 		}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // BenchmarkVMMJailStart times what the jail adds before QEMU's own start: a short-lived
@@ -51,8 +53,8 @@ func BenchmarkVMMJailStart(b *testing.B) {
 		start = time.Now()
 		cmd := exec.Command(bin)
 		cmd.Env = vmmEnv
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true,
-			Credential: &syscall.Credential{Uid: id.UID, Gid: id.GID}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id.UID, Gid: id.GID}}
+		proc.Tie(cmd, syscall.SIGKILL)
 		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/crackbox/crackbox/internal/relay"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/gated"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -40,7 +40,9 @@ func (r *Runner) execute(ctx context.Context, it Item, c Claim, w Work) Outcome 
 			r.o.Log.Warn("tool session not opened", "turn", c.Turn, "err", err)
 			return
 		}
-		splice(ctx, g, rwc)
+		// The tunnel has no half-close of its own; either side ending ends the tool
+		// session, and so does the turn's ctx.
+		relay.Copy(ctx, g, rwc, relay.CloseBoth)
 	}
 	ln, err := listen(gated.SocketPath(r.o.DataDir, w.Folder))
 	if err != nil {
@@ -103,17 +105,4 @@ func listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return ln, nil
-}
-
-// splice copies both ways until either side ends or ctx does.
-func splice(ctx context.Context, a net.Conn, b io.ReadWriteCloser) {
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(b, a); done <- struct{}{} }()
-	go func() { io.Copy(a, b); done <- struct{}{} }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	a.Close()
-	b.Close()
 }

@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crackbox/crackbox/internal/relay"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
@@ -200,19 +200,9 @@ func (l *Listener) Bridge() func(net.Conn) {
 			return
 		}
 		defer h.Close()
-		done := make(chan struct{}, 2)
-		go func() { io.Copy(h, g); closeWrite(h); done <- struct{}{} }()
-		go func() { io.Copy(g, h); closeWrite(g); done <- struct{}{} }()
-		<-done
-		<-done
-	}
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	} else {
-		c.Close()
+		// Half-close passes through so a client that ends its input still reads the
+		// answers already asked for.
+		relay.Copy(context.Background(), g, h, relay.HalfClose)
 	}
 }
 

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -8,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/internal/relay"
 )
 
 // outputLinger bounds how long output is still read after the command exited while no
@@ -64,25 +65,8 @@ func copyInput(dst io.WriteCloser, src io.Reader, closeAtEOF bool) {
 	}
 }
 
-// splice joins a local connection to a control stream, passing half-closes through.
+// splice joins a local connection to a control stream, passing half-closes through so
+// a forwarded client that shuts its sending half still reads the reply.
 func splice(local net.Conn, remote net.Conn) {
-	done := make(chan struct{}, 2)
-	go func() {
-		_, _ = io.Copy(remote, local)
-		_ = control.CloseWrite(remote)
-		done <- struct{}{}
-	}()
-	go func() {
-		_, _ = io.Copy(local, remote)
-		if cw, ok := local.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			local.Close()
-		}
-		done <- struct{}{}
-	}()
-	<-done
-	<-done
-	local.Close()
-	remote.Close()
+	relay.Copy(context.Background(), local, remote, relay.HalfClose)
 }

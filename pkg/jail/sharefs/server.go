@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/internal/proc"
 )
 
 // helperExitGrace is how long a share server may take to exit once its connection
@@ -28,9 +30,11 @@ type Server struct {
 	cmd   *exec.Cmd
 	local net.Conn // the host end of the helper's socket pair
 	log   *slog.Logger
-	done  chan error
-	mu    sync.Mutex
-	taken bool // Serve or Close has claimed the server
+	// exited closes once the helper has been waited for, with waitErr set.
+	exited  chan struct{}
+	waitErr error
+	mu      sync.Mutex
+	taken   bool // Serve or Close has claimed the server
 }
 
 // Start starts the share server for cfg; it confines itself (see Serve) and then waits
@@ -85,15 +89,15 @@ func Start(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("%w: start share server for %s: %w", ErrServe, cfg.Dir, err)
 	}
 	log.Debug("share server started", "dir", cfg.Dir, "uid", hc.UID, "pid", cmd.Process.Pid, "userns", hc.UserNS)
-	s := &Server{dir: cfg.Dir, cmd: cmd, local: local, log: log, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
+	s := &Server{dir: cfg.Dir, cmd: cmd, local: local, log: log, exited: make(chan struct{})}
+	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
 	return s, nil
 }
 
 // helperCommand is the share server's command; ns puts it in namespaces of its own.
 func helperCommand(hc helperConfig, conn, dir *os.File, logw io.Writer, ns bool) *exec.Cmd {
 	cmd := exec.Command("/proc/self/exe")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	proc.Tie(cmd, syscall.SIGKILL)
 	if ns {
 		sandbox(cmd, hc)
 	}
@@ -139,14 +143,8 @@ func (s *Server) take() bool {
 // end waits for the helper, which exits on EOF of its connection, and kills it if it
 // does not within helperExitGrace.
 func (s *Server) end() {
-	var err error
-	select {
-	case err = <-s.done:
-	case <-time.After(helperExitGrace):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		err = <-s.done
-	}
-	if err != nil {
+	proc.Stop(s.cmd, s.exited, helperExitGrace)
+	if err := s.waitErr; err != nil {
 		s.log.Warn("share server failed", "dir", s.dir, "err", err)
 		return
 	}
