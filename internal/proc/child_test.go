@@ -31,13 +31,18 @@ func TestStopEndsTheGroupAfterGrace(t *testing.T) {
 		killed bool
 	}{
 		// The leader ignores SIGTERM and waits on a grandchild: only the group kill ends both.
-		{"stubborn", `trap "" TERM; sleep 60 & echo $!; wait`, 200 * time.Millisecond, true},
-		{"exits in grace", `sleep 60 & echo $!; kill $!; wait`, 30 * time.Second, false},
+		// Each script holds on reading stdin so the test checks a live child.
+		{"stubborn", `trap "" TERM; sleep 60 & echo $!; read x; wait`, 200 * time.Millisecond, true},
+		{"exits in grace", `sleep 60 & echo $!; read x; kill $!; wait`, 30 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command("sh", "-c", tc.script)
 			Tie(cmd, syscall.SIGKILL)
 			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,6 +58,7 @@ func TestStopEndsTheGroupAfterGrace(t *testing.T) {
 			if pg, _ := syscall.Getpgid(cmd.Process.Pid); pg != cmd.Process.Pid {
 				t.Fatalf("child's process group is %d, want its own (%d)", pg, cmd.Process.Pid)
 			}
+			in.Close()
 			if got := Stop(cmd, exited, tc.grace); got != tc.killed {
 				t.Fatalf("Stop killed = %v, want %v", got, tc.killed)
 			}
