@@ -12,6 +12,7 @@ import (
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/crackbox/crackbox/internal/envvar"
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
@@ -57,7 +58,7 @@ func (d *daemon) startAdmin(ls *listeners) error {
 	if ls.adm == nil && ls.met == nil {
 		return nil
 	}
-	key, err := admin.LoadStateKey(d.cfg.Proxy.StateKeyFile)
+	key, err := admin.LoadStateKey(os.Getenv(envvar.StateKey), d.cfg.Proxy.StateKeyFile)
 	if err != nil {
 		return err
 	}

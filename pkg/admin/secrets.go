@@ -29,12 +29,13 @@ var (
 // stateKeyFix tells an operator how to make a key.
 const stateKeyFix = "a 32-byte key as base64 or 64 hex digits, e.g. `head -c32 /dev/urandom | base64`"
 
-// LoadStateKey returns the key that seals secrets in the state file: the
-// value of $CRACKBOX_STATE_KEY, else the contents of file. Several keys may
-// be given (comma, space or newline separated): the first seals, all open.
-// Neither set is not an error: it returns nil.
-func LoadStateKey(file string) (*secrets.Ring, error) {
-	src, text := "$"+EnvStateKey, os.Getenv(EnvStateKey)
+// LoadStateKey returns the key that seals secrets in the state file: env (the
+// value of $CRACKBOX_STATE_KEY, which the binary reads and passes in), else the
+// contents of file. Several keys may be given (comma, space or newline
+// separated): the first seals, all open. Neither set is not an error: it
+// returns nil.
+func LoadStateKey(env, file string) (*secrets.Ring, error) {
+	src, text := "$"+EnvStateKey, env
 	if text == "" && file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

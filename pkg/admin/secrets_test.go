@@ -139,8 +139,7 @@ func noValueIn(t *testing.T, what string, b []byte) {
 func newKey(t *testing.T) (string, *secrets.Ring) {
 	t.Helper()
 	k := secrets.GenerateKey()
-	t.Setenv(EnvStateKey, k)
-	ring, err := LoadStateKey("")
+	ring, err := LoadStateKey(k, "")
 	if err != nil || ring == nil {
 		t.Fatalf("LoadStateKey: %v %v", ring, err)
 	}
@@ -337,21 +336,19 @@ func TestLoadStateKey(t *testing.T) {
 	os.WriteFile(good, []byte(secrets.GenerateKey()+"\n"), 0o600)
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("not-a-key"), 0o600)
-	t.Setenv(EnvStateKey, "")
-	if r, err := LoadStateKey(""); r != nil || err != nil {
+	if r, err := LoadStateKey("", ""); r != nil || err != nil {
 		t.Errorf("no key: %v %v", r, err)
 	}
-	if r, err := LoadStateKey(good); r == nil || err != nil {
+	if r, err := LoadStateKey("", good); r == nil || err != nil {
 		t.Errorf("key file: %v %v", r, err)
 	}
-	if _, err := LoadStateKey(bad); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), bad) {
+	if _, err := LoadStateKey("", bad); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), bad) {
 		t.Errorf("bad key file: %v", err)
 	}
-	if _, err := LoadStateKey(filepath.Join(dir, "missing")); err == nil {
+	if _, err := LoadStateKey("", filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing key file accepted")
 	}
-	t.Setenv(EnvStateKey, "short")
-	if _, err := LoadStateKey(good); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), EnvStateKey) {
+	if _, err := LoadStateKey("short", good); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), EnvStateKey) {
 		t.Errorf("bad env key: %v", err)
 	}
 }
