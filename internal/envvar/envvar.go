@@ -1,9 +1,15 @@
 // Package envvar is the one list of the CRACKBOX_* environment variables crackbox
-// reads besides its configuration keys (those are config.EnvNames). A package that
-// reads one names it from here, and crackbox's warning about unknown CRACKBOX_*
-// variables knows every name here, so the warning cannot call a variable unknown
-// that some library reads.
+// reads besides its configuration keys (those are config.EnvNames), and the one
+// library that reads them: the binaries read a variable and pass its value in, and
+// a library default that must follow a variable asks Get. Crackbox's warning about
+// unknown CRACKBOX_* variables knows every name here, so the warning cannot call a
+// variable unknown that some library reads.
 package envvar
+
+import (
+	"os"
+	"slices"
+)
 
 const (
 	// RunsDir is where run records live (crackbox runs).
@@ -26,3 +32,12 @@ const TestPrefix = "CRACKBOX_TEST_"
 
 // Names lists every variable above.
 var Names = []string{RunsDir, RunDir, StateKey, ShareServer, DebianKernel, BenchBin}
+
+// Get returns the value of name, one of Names. Any other name gives "", so a
+// library cannot read a variable this list, and the warning, does not know.
+func Get(name string) string {
+	if !slices.Contains(Names, name) {
+		return ""
+	}
+	return os.Getenv(name)
+}

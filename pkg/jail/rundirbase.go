@@ -20,7 +20,7 @@ var ErrRunDirBase = errors.New("run dir base unusable")
 // DefaultRunDirBase is $CRACKBOX_RUN_DIR, else /run/crackbox for root, else
 // $XDG_RUNTIME_DIR/crackbox, else a per-user directory under the temp dir.
 func DefaultRunDirBase() string {
-	if d := os.Getenv(RunDirBaseEnv); d != "" {
+	if d := envvar.Get(RunDirBaseEnv); d != "" {
 		return d
 	}
 	if os.Geteuid() == 0 {

@@ -11,13 +11,15 @@ import (
 
 	"github.com/hugelgupf/p9/p9"
 	"golang.org/x/sys/unix"
+
+	"github.com/crackbox/crackbox/internal/envvar"
 )
 
 // A binary that imports this package becomes the share server when started with envKey
 // set (Serve re-executes /proc/self/exe). This runs before main, so crackbox, arizuko
 // and test binaries all serve shares without a hook of their own.
 func init() {
-	v := os.Getenv(envKey)
+	v := envvar.Get(envKey)
 	if v == "" {
 		return
 	}
