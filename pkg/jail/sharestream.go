@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/crackbox/crackbox/internal/lograte"
@@ -160,9 +159,4 @@ func diskQuota(q int64) int64 {
 		return 0
 	}
 	return q
-}
-
-// openRunLog opens a log file in the run directory, never through a symlink.
-func openRunLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 }
