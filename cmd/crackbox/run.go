@@ -437,7 +437,7 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		s.Workdir = cwd
 	}
 	for _, v := range rf.volumes {
-		vol, err := jail.ParseVolume(v, cwd)
+		vol, err := parseVolume(v, cwd)
 		if err != nil {
 			return s, err
 		}

@@ -96,7 +96,7 @@ func (s *streamShares) config(sh streamShare) sharefs.Config {
 	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
 	// plain root, as each directory's owner. A host-view lower is read as the run's own
 	// uid (else nobody), so only world-readable files reach the guest.
-	switch inv := InvokingUser(); {
+	switch inv := invokingUser(); {
 	case os.Geteuid() != 0:
 	case sh.lower && s.lowerAs != nil:
 		cfg.As = s.lowerAs
