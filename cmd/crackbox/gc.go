@@ -30,8 +30,7 @@ run does the network part first.`,
 }
 
 func runGC(w io.Writer) error {
-	removed, uidErr := jail.GCVMMUIDs(jail.DefaultRunDirBase())
-	removed = append(removed, jail.GCRuns(jail.DefaultRunDirBase())...)
+	removed, uidErr := jail.GC(jail.DefaultRunDirBase())
 	if err := netjail.Available(); err != nil {
 		for _, r := range removed {
 			fmt.Fprintln(w, "removed", r)

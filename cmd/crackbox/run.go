@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/crackbox/crackbox/internal/logfile"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
@@ -312,10 +312,10 @@ func runError(res jail.Result, err error, debug bool) error {
 	case errors.Is(err, jail.ErrGuestCrashed):
 		fmt.Fprintln(os.Stderr, "crackbox:", err)
 		if debug && res.ConsoleLog != "" {
-			if f, ferr := os.Open(res.ConsoleLog); ferr == nil {
+			// Both files of the capped console log (at most 2 MiB), oldest first.
+			if out := logfile.Tail(res.ConsoleLog, 4<<20); out != "" {
 				fmt.Fprintln(os.Stderr, "---- console log ----")
-				io.Copy(os.Stderr, f)
-				f.Close()
+				fmt.Fprint(os.Stderr, out)
 			}
 		}
 	default:
@@ -437,7 +437,7 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 		s.Workdir = cwd
 	}
 	for _, v := range rf.volumes {
-		vol, err := jail.ParseVolume(v, cwd)
+		vol, err := parseVolume(v, cwd)
 		if err != nil {
 			return s, err
 		}

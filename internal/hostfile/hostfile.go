@@ -35,6 +35,11 @@ func OpenAppend(path string, perm os.FileMode) (*os.File, error) {
 	return open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_APPEND, uint32(perm.Perm()))
 }
 
+// Create opens path for writing, creating it with perm or emptying it.
+func Create(path string, perm os.FileMode) (*os.File, error) {
+	return open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, uint32(perm.Perm()))
+}
+
 // ReadFile reads path whole, refusing one longer than max bytes.
 func ReadFile(path string, max int64) ([]byte, error) {
 	f, err := Open(path)

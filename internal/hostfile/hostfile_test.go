@@ -47,6 +47,13 @@ func TestRefusesPlantedFiles(t *testing.T) {
 				f.Close()
 			}
 		}
+		if f, err := Create(p, 0o600); !errors.Is(err, tc.want) {
+			t.Errorf("Create(%s) err = %v, want %v", tc.name, err, tc.want)
+			if f != nil {
+				f.WriteString("written\n")
+				f.Close()
+			}
+		}
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {
 		t.Errorf("symlink target written: %q", b)
@@ -56,6 +63,21 @@ func TestRefusesPlantedFiles(t *testing.T) {
 	}
 	if _, err := ReadFile(filepath.Join(dir, "real", "f"), 1); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("ReadFile past its limit: err = %v", err)
+	}
+	created := filepath.Join(dir, "real", "new")
+	if f, err := Create(created, 0o600); err != nil {
+		t.Errorf("Create of a new file: %v", err)
+	} else {
+		f.WriteString("new\n")
+		f.Close()
+	}
+	if f, err := Create(created, 0o600); err != nil {
+		t.Errorf("Create of an existing file: %v", err)
+	} else {
+		f.Close()
+	}
+	if st, err := os.Stat(created); err != nil || st.Size() != 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("Create did not leave an empty 0600 file: %v %v", st, err)
 	}
 	if _, err := Open(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing: err = %v", err)

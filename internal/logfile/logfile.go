@@ -7,6 +7,7 @@ package logfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -94,4 +95,31 @@ func (l *File) Close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
+}
+
+// Tail returns up to n bytes from the end of the log at path, reading only
+// those: it starts in path.1 when path alone holds fewer, so a log that has
+// just rotated still shows its newest n bytes. A missing or unsafe file reads
+// as empty.
+func Tail(path string, n int64) string {
+	cur := tail(path, n)
+	if int64(len(cur)) >= n {
+		return string(cur)
+	}
+	return string(tail(path+".1", n-int64(len(cur)))) + string(cur)
+}
+
+func tail(path string, n int64) []byte {
+	f, err := hostfile.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(0, st.Size()-n)
+	b, _ := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
+	return b
 }

@@ -66,3 +66,31 @@ func TestOpenRefusesNonRegular(t *testing.T) {
 		t.Fatal("accepted a zero cap")
 	}
 }
+
+// Tail reads the newest bytes across a rotation and nothing through a symlink.
+func TestTail(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.log")
+	os.WriteFile(path+".1", []byte("older\nnewer-1\n"), 0o600)
+	os.WriteFile(path, []byte("new\n"), 0o600)
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{2, "w\n"},
+		{4, "new\n"},
+		{12, "newer-1\nnew\n"},
+		{100, "older\nnewer-1\nnew\n"},
+	} {
+		if got := Tail(path, tc.n); got != tc.want {
+			t.Errorf("Tail(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+	os.Symlink(path, filepath.Join(dir, "link"))
+	if got := Tail(filepath.Join(dir, "link"), 10); got != "" {
+		t.Errorf("Tail through a symlink = %q", got)
+	}
+	if got := Tail(filepath.Join(dir, "missing"), 10); got != "" {
+		t.Errorf("Tail of a missing file = %q", got)
+	}
+}

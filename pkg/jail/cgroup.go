@@ -65,10 +65,11 @@ type cgroupLeaf struct {
 	dirs map[string]string // controller ("" for v2) -> directory
 }
 
-// CgroupSupport says whether runs get a cgroup leaf here, and why not.
-func CgroupSupport() (v2 bool, err error) { return CgroupSupportFor(os.Geteuid()) }
+// cgroupSupport says whether runs get a cgroup leaf here, and why not.
+func cgroupSupport() (v2 bool, err error) { return CgroupSupportFor(os.Geteuid()) }
 
-// CgroupSupportFor is CgroupSupport for a crackbox running as euid.
+// CgroupSupportFor says whether runs of a crackbox running as euid get a cgroup leaf,
+// and why not.
 func CgroupSupportFor(euid int) (v2 bool, err error) {
 	if euid != 0 {
 		return false, fmt.Errorf("%w: crackbox is unprivileged and no cgroup v2 subtree is delegated to it, so QEMU runs without memory, pids and cpu limits of its own (run as root for them)", ErrNoCgroup)
@@ -102,7 +103,7 @@ func isCgroup2(dir string) bool {
 // newCgroupLeaf makes the leaf name with its limits set. A leaf that cannot be made in
 // full is removed again and the error wraps ErrNoCgroup.
 func newCgroupLeaf(name string, lim cgroupLimits) (_ *cgroupLeaf, err error) {
-	v2, err := CgroupSupport()
+	v2, err := cgroupSupport()
 	if err != nil {
 		return nil, err
 	}

@@ -14,3 +14,6 @@ func ClaimVMMUID(base string) (uid uint32, release func(), err error) {
 
 // SecretPaths lets the guest secrets test check that every mask has a case.
 var SecretPaths = secretPaths
+
+// CgroupSupport lets the guest test know whether this host gives runs a cgroup leaf.
+var CgroupSupport = cgroupSupport

@@ -11,12 +11,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// GCRuns removes what runs under base left behind when their crackbox was
+// GC removes what runs under base left behind when their crackbox was killed: the
+// claims on QEMU's per-run uids (killing any process still running as one), then their
+// run dirs and cgroup leaves. It returns what it removed, with every uid it failed to
+// clean up in the error.
+func GC(base string) ([]string, error) {
+	removed, err := gcVMMUIDs(base)
+	return append(removed, gcRuns(base)...), err
+}
+
+// gcRuns removes what runs under base left behind when their crackbox was
 // killed, which the next run would otherwise sweep: their run dirs (also
 // one killed before its QEMU started) and their cgroup leaves. A leaf with
 // no run dir under base, a run of another base such as arizuko's, goes only
 // once it is empty and older than leafGrace. It returns what it removed.
-func GCRuns(base string) []string {
+func gcRuns(base string) []string {
 	var removed []string
 	// Leaves first: a run dir removed below would make its leaf look foreign.
 	for _, parent := range leafParents() {

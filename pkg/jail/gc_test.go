@@ -10,12 +10,12 @@ import (
 	"github.com/crackbox/crackbox/internal/testreq"
 )
 
-// GCRuns removes, at once, the run dir and the cgroup leaf of a run whose
+// gcRuns removes, at once, the run dir and the cgroup leaf of a run whose
 // crackbox was killed (here before its QEMU started, which no sweep took),
 // and leaves a live run's and a young foreign leaf alone.
 func TestGCRunsRemovesDeadRuns(t *testing.T) {
 	requireRoot(t)
-	if _, err := CgroupSupport(); err != nil {
+	if _, err := cgroupSupport(); err != nil {
 		testreq.Check(t, err, "cgroup support", "mount a cgroup v2 (or v1 memory/pids) hierarchy")
 	}
 	base := t.TempDir()
@@ -41,7 +41,7 @@ func TestGCRunsRemovesDeadRuns(t *testing.T) {
 		leaves = append(leaves, l)
 		defer l.remove()
 	}
-	removed := GCRuns(base)
+	removed := gcRuns(base)
 	t.Logf("removed %q", removed)
 	if _, err := os.Stat(dead.Dir); !os.IsNotExist(err) {
 		t.Errorf("dead run dir survived gc: %v", err)

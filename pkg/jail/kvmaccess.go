@@ -147,7 +147,7 @@ func qemuKVMUser() KVMUser {
 		}
 		return u
 	}
-	id := pickVMM(euid, InvokingUser(), kvmDeviceGID()).ID
+	id := pickVMM(euid, invokingUser(), kvmDeviceGID()).ID
 	return KVMUser{UID: id.UID, GID: id.GID, Groups: id.Groups, Privileged: true}
 }
 

@@ -34,7 +34,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv := InvokingUser()
+	inv := invokingUser()
 	u := guestUser(s, inv)
 	// Shares are checked against the invoking user's home: that is whose secrets they hold.
 	if p.userShare, err = planShares(s, inv.Home, userFS); err != nil {

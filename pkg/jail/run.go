@@ -146,7 +146,7 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if b.snapMode, err = snapshotMode(s.Snapshot); err != nil {
 		return nil, err
 	}
-	b.vmm = pickVMM(os.Geteuid(), InvokingUser(), kvmGID)
+	b.vmm = pickVMM(os.Geteuid(), invokingUser(), kvmGID)
 	if b.p, err = makePlan(s, b.vmm.UserFS); err != nil {
 		return nil, err
 	}

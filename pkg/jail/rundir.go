@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // runDir is one run's directory. Dir (0711 when QEMU is unprivileged, else 0700) holds
@@ -45,6 +47,11 @@ func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
+	// The files of a run are opened refusing any symlink on their path (a guest can
+	// write beside them), so a base reached through one, say /var/run, is resolved first.
+	if real, err := filepath.EvalSymlinks(base); err == nil {
+		base = real
+	}
 	rd := &runDir{ID: hex.EncodeToString(b)}
 	rd.Dir = filepath.Join(base, rd.ID)
 	rd.VM = filepath.Join(rd.Dir, "vm")
@@ -78,6 +85,11 @@ func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
 		}
 	}
 	return rd, nil
+}
+
+// openRunLog creates a log file in the run directory, never through a symlink.
+func openRunLog(path string) (*os.File, error) {
+	return hostfile.Create(path, 0o600)
 }
 
 func (rd *runDir) path(name string) string   { return filepath.Join(rd.Dir, name) }

@@ -98,34 +98,6 @@ func hostSymlinks() map[string]string {
 	return out
 }
 
-// ParseVolume parses HOST:GUEST[:ro|:rw]; a relative HOST is taken from cwd.
-func ParseVolume(s, cwd string) (Volume, error) {
-	parts := strings.Split(s, ":")
-	v := Volume{}
-	switch len(parts) {
-	case 2:
-	case 3:
-		switch parts[2] {
-		case "ro":
-			v.ReadOnly = true
-		case "rw":
-		default:
-			return v, fmt.Errorf("%w: volume %q: mode %q must be ro or rw", ErrBadSpec, s, parts[2])
-		}
-	default:
-		return v, fmt.Errorf("%w: volume %q: write it as HOST:GUEST or HOST:GUEST:ro", ErrBadSpec, s)
-	}
-	if parts[0] == "" || parts[1] == "" {
-		return v, fmt.Errorf("%w: volume %q: both HOST and GUEST paths are needed", ErrBadSpec, s)
-	}
-	v.Host = parts[0]
-	if !filepath.IsAbs(v.Host) {
-		v.Host = filepath.Join(cwd, v.Host)
-	}
-	v.Guest = parts[1]
-	return v, nil
-}
-
 // ErrShareSymlink is wrapped (with ErrBadSpec) when a share that must not pass
 // through a symlink does.
 var ErrShareSymlink = errors.New("share path contains a symlink")

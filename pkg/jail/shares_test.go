@@ -62,36 +62,6 @@ func TestCheckHostShare(t *testing.T) {
 	}
 }
 
-func TestParseVolume(t *testing.T) {
-	cases := []struct {
-		in   string
-		want Volume
-		err  bool
-	}{
-		{"/src:/data", Volume{Host: "/src", Guest: "/data"}, false},
-		{"/src:/data:ro", Volume{Host: "/src", Guest: "/data", ReadOnly: true}, false},
-		{"/src:/data:rw", Volume{Host: "/src", Guest: "/data"}, false},
-		{"rel:/data", Volume{Host: "/cwd/rel", Guest: "/data"}, false},
-		{"/src", Volume{}, true},
-		{"/src:/data:rx", Volume{}, true},
-		{":/data", Volume{}, true},
-		{"/a:/b:ro:x", Volume{}, true},
-	}
-	for _, c := range cases {
-		got, err := ParseVolume(c.in, "/cwd")
-		if (err != nil) != c.err {
-			t.Errorf("ParseVolume(%q) err = %v, want error %v", c.in, err, c.err)
-			continue
-		}
-		if err == nil && got != c.want {
-			t.Errorf("ParseVolume(%q) = %+v, want %+v", c.in, got, c.want)
-		}
-		if err != nil && !strings.Contains(err.Error(), c.in) {
-			t.Errorf("error %q does not name the input %q", err, c.in)
-		}
-	}
-}
-
 func TestCheckGuestTarget(t *testing.T) {
 	for p, ok := range map[string]bool{
 		"/data": true, "/work/x": true, "data": false, "/": false, "/a/../b": false,

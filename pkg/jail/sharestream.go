@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/crackbox/crackbox/internal/lograte"
@@ -97,7 +96,7 @@ func (s *streamShares) config(sh streamShare) sharefs.Config {
 	// Through sudo, shares are served as the invoking user, as QEMU ran before; as
 	// plain root, as each directory's owner. A host-view lower is read as the run's own
 	// uid (else nobody), so only world-readable files reach the guest.
-	switch inv := InvokingUser(); {
+	switch inv := invokingUser(); {
 	case os.Geteuid() != 0:
 	case sh.lower && s.lowerAs != nil:
 		cfg.As = s.lowerAs
@@ -160,9 +159,4 @@ func diskQuota(q int64) int64 {
 		return 0
 	}
 	return q
-}
-
-// openRunLog opens a log file in the run directory, never through a symlink.
-func openRunLog(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o600)
 }

@@ -1,9 +1,12 @@
 // Package jail runs one command inside a throwaway QEMU guest and reports how it ended.
 //
-// Run is the only entry point: `crackbox run` calls it once per command and arizuko once
+// Run is the entry point: `crackbox run` calls it once per command and arizuko once
 // per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
 // /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
 // drives the control session (session.go), and tears everything down again.
+// The other exported names are the parts of Run that `crackbox doctor`, `crackbox
+// setup` and `crackbox gc` show or redo on their own (host probes, install lookup,
+// the run dir base, GC), so those commands report and clean up exactly what Run does.
 //
 // It reads no CRACKBOX_* environment: the kernel, guest-init, accelerator, cache and
 // snapshot mode come in the Spec (crackbox maps them in pkg/config, arizuko in its turns

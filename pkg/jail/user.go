@@ -6,9 +6,9 @@ import (
 	"strconv"
 )
 
-// InvokingUser is who asked for the run: the sudo caller (SUDO_UID/SUDO_GID) when crackbox
+// invokingUser is who asked for the run: the sudo caller (SUDO_UID/SUDO_GID) when crackbox
 // runs as root through sudo, else the process's own user.
-func InvokingUser() User {
+func invokingUser() User {
 	uid, gid := os.Getuid(), os.Getgid()
 	if uid == 0 {
 		su, e1 := strconv.Atoi(os.Getenv("SUDO_UID"))

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/logfile"
 	"github.com/crackbox/crackbox/internal/proc"
 )
 
@@ -177,7 +178,7 @@ func (v *vm) launch(p *plan, st vmStart, cfg vmConfig, files []*os.File) error {
 		return err
 	}
 	defer conW.Close() // QEMU holds its own copy once started
-	qlog, err := os.OpenFile(v.rd.path("qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	qlog, err := openRunLog(v.rd.path("qemu.log"))
 	if err != nil {
 		return err
 	}
@@ -281,5 +282,5 @@ func (v *vm) waitExit(d time.Duration) bool {
 
 // tail returns up to n bytes from the end of a run dir file.
 func (v *vm) tail(name string, n int64) string {
-	return tailFile(v.rd.path(name), n)
+	return logfile.Tail(v.rd.path(name), n)
 }

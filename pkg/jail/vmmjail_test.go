@@ -285,7 +285,7 @@ func readEnviron(t *testing.T, pid int) string {
 
 func TestVMMJailOOMKilledInItsCgroup(t *testing.T) {
 	requireRoot(t)
-	if _, err := CgroupSupport(); err != nil {
+	if _, err := cgroupSupport(); err != nil {
 		testreq.Check(t, err, "cgroup support", "mount a cgroup v2 (or v1 memory/pids) hierarchy")
 	}
 	leaf, err := newCgroupLeaf("test-"+strconv.Itoa(os.Getpid()), cgroupLimits{MemoryBytes: 64 << 20, PidsMax: 64, CPUWeight: 100})
@@ -369,7 +369,7 @@ func TestVMMJailClonesIntoV2Leaf(t *testing.T) {
 // leaves again) holds the jailed process and nothing of crackbox.
 func TestVMMJailLeafHoldsOnlyQEMU(t *testing.T) {
 	requireRoot(t)
-	if _, err := CgroupSupport(); err != nil {
+	if _, err := cgroupSupport(); err != nil {
 		testreq.Check(t, err, "cgroup support", "mount a cgroup v2 (or v1 memory/pids) hierarchy")
 	}
 	leaf, err := newCgroupLeaf("test-only-"+strconv.Itoa(os.Getpid()), vmmLimits(64, 1))

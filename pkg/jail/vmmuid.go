@@ -129,10 +129,10 @@ func (c *uidClaim) release() {
 	c.f = nil
 }
 
-// GCVMMUIDs removes the uid claims under the run-dir base whose run is gone (nobody
+// gcVMMUIDs removes the uid claims under the run-dir base whose run is gone (nobody
 // holds the lock) and kills any process still running as such a uid, which can only
 // be a leftover of that run. It returns what it removed.
-func GCVMMUIDs(base string) ([]string, error) {
+func gcVMMUIDs(base string) ([]string, error) {
 	paths, err := filepath.Glob(filepath.Join(base, uidClaimDir, "*.claim"))
 	if err != nil {
 		return nil, err

@@ -45,7 +45,7 @@ func TestClaimVMMUIDDistinctAndReleased(t *testing.T) {
 	if c.UID != a.UID {
 		t.Fatalf("a released uid %d was not reused (got %d)", a.UID, c.UID)
 	}
-	if removed, _ := GCVMMUIDs(base); len(removed) != 0 {
+	if removed, _ := gcVMMUIDs(base); len(removed) != 0 {
 		t.Fatalf("gc removed live claims: %v", removed)
 	}
 }
@@ -82,7 +82,7 @@ func TestGCReapsKilledRunsUID(t *testing.T) {
 		t.Fatalf("helper said %q", line)
 	}
 	claim := filepath.Join(base, uidClaimDir, strconv.FormatUint(uid, 10)+".claim")
-	if removed, _ := GCVMMUIDs(base); len(removed) != 0 {
+	if removed, _ := gcVMMUIDs(base); len(removed) != 0 {
 		t.Fatalf("gc removed a live run's claim: %v", removed)
 	}
 	cmd.Process.Kill()
@@ -100,7 +100,7 @@ func TestGCReapsKilledRunsUID(t *testing.T) {
 		}
 		defer stray.Process.Kill()
 	}
-	removed, err := GCVMMUIDs(base)
+	removed, err := gcVMMUIDs(base)
 	if err != nil {
 		t.Fatal(err)
 	}
