@@ -126,8 +126,9 @@ type Proxy struct {
 	wg        sync.WaitGroup
 	// A client can trigger these warnings at will; they are rate limited so it cannot
 	// write the operator's log at will (the decision log keeps every one).
-	busyLog  *lograte.Every
-	exfilLog exfilWarnings
+	// The exfiltration warning is limited per client, so one guest's flood does not
+	// hide another's first attempt.
+	warn *slog.Logger
 	// Per client: accepted connections, intercepted connections, and
 	// their response buffers.
 	open       clientCount
@@ -158,7 +159,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		metrics:   m,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*clientConn]struct{}),
-		busyLog:   &lograte.Every{Interval: 10 * time.Second},
+		warn:      lograte.New(lograte.Options{Every: 10 * time.Second, Key: "client", Count: "refused_since_last"}).Logger(log),
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -389,9 +390,7 @@ func (p *Proxy) record(cfg *config, d Decision) {
 		cfg.onDecision(d)
 	}
 	if d.Reason == ReasonSecretExfiltration {
-		if ok, held := p.exfilLog.of(d.ClientID).Allow(); ok {
-			p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port, "refused_since_last", held)
-		}
+		p.warn.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port)
 	} else if !d.Allowed {
 		p.log.Debug("proxy denied", "client", d.ClientID, "host", d.Host, "port", d.Port, "reason", d.Reason)
 	}
