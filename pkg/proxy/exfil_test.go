@@ -44,7 +44,7 @@ func TestExfiltrationWarningsAreRateLimited(t *testing.T) {
 // attempt.
 func TestExfiltrationWarningsArePerClient(t *testing.T) {
 	var buf nettest.Buffer
-	p, err := New(Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))}, NewRegistry())
+	p, err := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil))}, NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

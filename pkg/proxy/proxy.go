@@ -57,7 +57,7 @@ const (
 const MaxHeaderBytes = 64 << 10
 
 // Options configures a Proxy. Reload swaps everything except Registerer and
-// Logger for connections accepted afterwards.
+// Log for connections accepted afterwards.
 type Options struct {
 	AllowCIDRs   []netip.Prefix          // ranges the resolved addresses of allowed names may lie in despite the guard (host's own addresses excepted, see package doc); never opens an IP literal
 	Resolver     string                  // "" = system resolver (so /etc/hosts applies); else "ip:port" DNS server
@@ -78,7 +78,7 @@ type Options struct {
 	DecisionLog   io.Writer             // one JSON line per decision; nil = off
 	OnDecision    func(Decision)        // called once per decision, from connection goroutines
 	Registerer    prometheus.Registerer // nil = no metrics exported
-	Logger        *slog.Logger          // nil = slog.Default()
+	Log           *slog.Logger          // nil = slog.Default()
 	// Replica names this proxy in its decision lines, so a fleet's merged
 	// logs say which replica decided; "" leaves the field out.
 	Replica string
@@ -149,7 +149,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: register metrics: %w", err)
 	}
-	log := opts.Logger
+	log := opts.Log
 	if log == nil {
 		log = slog.Default()
 	}
@@ -225,7 +225,7 @@ func buildConfig(opts Options) (*config, error) {
 
 // Reload swaps the allowed CIDRs, resolver, static hosts, default ports,
 // timeouts and decision outputs. Requests decided afterwards use the new
-// values; tunnels already open keep theirs. Registerer and Logger are fixed at New.
+// values; tunnels already open keep theirs. Registerer and Log are fixed at New.
 func (p *Proxy) Reload(opts Options) error {
 	cfg, err := buildConfig(opts)
 	if err != nil {
