@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/crackbox/crackbox/internal/buildinfo"
+	"github.com/crackbox/crackbox/internal/logsetup"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
@@ -63,11 +64,12 @@ otherwise open the data dir directly.`,
 }
 
 func setupLog(level string) error {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	lvl, err := logsetup.ParseLevel(level)
+	if err != nil {
+		return err
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+	log, _ := logsetup.New(os.Stderr, lvl)
+	slog.SetDefault(log)
 	return nil
 }
 

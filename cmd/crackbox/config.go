@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/internal/logsetup"
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
 )
@@ -50,9 +51,7 @@ func loadConfig(cmd *cobra.Command, binds []flagBind) (*config.Config, config.So
 // newLogger returns a text logger on stderr whose level follows log.level;
 // the LevelVar lets a reload change it.
 func newLogger(cfg *config.Config) (*slog.Logger, *slog.LevelVar) {
-	lv := new(slog.LevelVar)
-	lv.Set(cfg.Log.SlogLevel())
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv})), lv
+	return logsetup.New(os.Stderr, cfg.Log.SlogLevel())
 }
 
 // cacheDir is run.cache, else jail's default cache.

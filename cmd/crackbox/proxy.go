@@ -136,7 +136,7 @@ func newDaemon(ctx context.Context, cfg *config.Config, src config.Source) (*dae
 	d.prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts, err := d.proxyOptions(cfg)
 	if err == nil {
-		opts.Registerer, opts.Logger = d.prom, log
+		opts.Registerer, opts.Log = d.prom, log
 		err = d.openRegistry(ctx)
 	}
 	if err == nil {
@@ -215,7 +215,7 @@ func (d *daemon) reload() {
 }
 
 // proxyOptions converts the validated config into proxy.Options (the same keys a run's
-// private proxy takes) plus the daemon's decision log; Registerer and Logger are set
+// private proxy takes) plus the daemon's decision log; Registerer and Log are set
 // once by the caller.
 func (d *daemon) proxyOptions(cfg *config.Config) (proxy.Options, error) {
 	opts, err := cfg.Proxy.RunOptions(nil)

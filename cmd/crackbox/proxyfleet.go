@@ -45,7 +45,7 @@ func (d *daemon) openRegistry(ctx context.Context) error {
 	}
 	o := fleet.Options{
 		URL: p.Registry, Creds: p.RegistryCreds, NKey: p.RegistryNKey, CA: p.RegistryCA, Insecure: p.RegistryInsecure,
-		Signers: p.RegistrySigners, Replica: d.replica, Registry: d.reg, Registerer: d.prom, Logger: d.log.With("replica", d.replica),
+		Signers: p.RegistrySigners, Replica: d.replica, Registry: d.reg, Registerer: d.prom, Log: d.log.With("replica", d.replica),
 	}
 	if p.RegistrySignKey != "" {
 		var err error

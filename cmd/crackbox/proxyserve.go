@@ -70,7 +70,7 @@ func (d *daemon) startAdmin(ls *listeners) error {
 	}
 	o := admin.Options{
 		Registry: d.reg, Secret: secret, StateFile: d.cfg.Proxy.StateFile, StateKey: key,
-		Gatherer: d.prom, Healthy: d.health, Active: d.px.Active, Logger: d.log,
+		Gatherer: d.prom, Healthy: d.health, Active: d.px.Active, Log: d.log,
 	}
 	o.Shared = d.shared()
 	if d.adm, err = admin.New(o); err != nil {

@@ -167,7 +167,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	spec.Logger = log
+	spec.Log = log
 	spec.Debug = rf.debug
 	if !rf.debug {
 		spec.HostNotes = hostNotes(cmd.ErrOrStderr(), rf.net.quiet)
@@ -176,7 +176,7 @@ func runRun(cmd *cobra.Command, argv []string, rf runFlags) error {
 	if err != nil {
 		return err
 	}
-	nopts.Log, nopts.Proxy.Logger = log, log
+	nopts.Log, nopts.Proxy.Log = log, log
 
 	if !rf.net.quiet {
 		warnAllowAll(cmd.ErrOrStderr(), nopts.Allow)

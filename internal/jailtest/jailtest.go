@@ -130,7 +130,7 @@ func Spec(t testing.TB, argv ...string) jail.Spec {
 		Timeout: DefaultTimeout, Accel: jail.AccelAuto}
 	if os.Getenv("CRACKBOX_TEST_DEBUG") != "" {
 		s.Debug = true
-		s.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		s.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return s
 }

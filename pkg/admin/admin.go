@@ -37,7 +37,7 @@ type Options struct {
 	Gatherer  prometheus.Gatherer // served on /metrics; nil serves an empty registry
 	Healthy   func() error        // nil error means the proxy listener is up; nil func is always up
 	Active    func() int          // open tunnels, shown in /v1/state; optional
-	Logger    *slog.Logger
+	Log       *slog.Logger
 	// Shared, when set, takes the API's edits instead of Registry (which it
 	// must keep up to date); StateFile must then be empty.
 	Shared Shared
@@ -63,13 +63,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Shared != nil && opts.StateFile != "" {
 		return nil, errors.New("admin: a shared registry and a state file both claim the registry")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.NewRegistry()
 	}
-	s := &Server{opts: opts, log: opts.Logger, secret: sha256.Sum256([]byte(opts.Secret))}
+	s := &Server{opts: opts, log: opts.Log, secret: sha256.Sum256([]byte(opts.Secret))}
 	if opts.StateFile != "" {
 		if err := s.loadState(); err != nil {
 			return nil, err

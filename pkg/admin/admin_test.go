@@ -39,7 +39,7 @@ func start(t *testing.T, opts Options) *testServer {
 		opts.Registry = proxy.NewRegistry()
 	}
 	logs := &nettest.Buffer{}
-	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	opts.Log = slog.New(slog.NewTextHandler(logs, nil))
 	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)

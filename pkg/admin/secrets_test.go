@@ -54,7 +54,7 @@ func startDaemon(t *testing.T, u *nettest.HTTPSEcho, opts Options) *daemon {
 		DialTimeout:   5 * time.Second,
 		UpstreamRoots: pool,
 		DecisionLog:   d.decisions,
-		Logger:        slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Log:           slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestStateKeyRefusals(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := New(Options{Registry: proxy.NewRegistry(), StateFile: state, StateKey: tc.key,
-				Logger: slog.New(slog.DiscardHandler)})
+				Log: slog.New(slog.DiscardHandler)})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), EnvStateKey) || !strings.Contains(err.Error(), state) {
 				t.Fatalf("New = %v, want %v naming %s and the file", err, tc.want, EnvStateKey)
 			}
@@ -267,7 +267,7 @@ func TestStateKeyRefusals(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "state.json")
 		os.WriteFile(path, moved, 0o600)
 		if _, err := New(Options{Registry: proxy.NewRegistry(), StateFile: path, StateKey: ring,
-			Logger: slog.New(slog.DiscardHandler)}); !errors.Is(err, ErrStateKey) {
+			Log: slog.New(slog.DiscardHandler)}); !errors.Is(err, ErrStateKey) {
 			t.Fatalf("a sealed blob under another client's ID opened: %v", err)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/logsetup"
 	"github.com/crackbox/crackbox/pkg/jail"
 )
 
@@ -107,7 +108,7 @@ type Log struct {
 var (
 	Accels   = []string{"auto", "kvm", "tcg"}
 	NetModes = []string{"auto", jail.NetTap, jail.NetProxyOnly, jail.NetNone, jail.NetProxyOnlyAlias}
-	Levels   = []string{"debug", "info", "warn", "error"}
+	Levels   = logsetup.Levels
 )
 
 // Snapshots are the accepted values of run.snapshot.
@@ -148,13 +149,9 @@ func Default() *Config {
 
 // SlogLevel maps log.level to a slog level; Validate has already rejected others.
 func (l Log) SlogLevel() slog.Level {
-	switch l.Level {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
+	lv, err := logsetup.ParseLevel(l.Level)
+	if err != nil {
+		return slog.LevelInfo
 	}
-	return slog.LevelInfo
+	return lv
 }

@@ -27,10 +27,10 @@ const ctlTimeout = 30 * time.Second
 // covers the whole run, boot included.
 func Run(ctx context.Context, s Spec) (Result, error) {
 	res := Result{Exit: ExitFailed}
-	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
+	if s.Log == nil {
+		s.Log = slog.New(slog.DiscardHandler)
 	}
-	log := s.Logger
+	log := s.Log
 	b, err := prepare(s, log)
 	if err != nil {
 		return res, err
@@ -227,7 +227,7 @@ func runCommand(ctx context.Context, s Spec, p *plan, v *vm, conn net.Conn, shar
 	hooks := sessionHooks{
 		Signals: s.Signals, Resize: s.Resize,
 		ProxyConn: s.Net.ProxyConn, MCPConn: s.MCPConn, ShareConn: shares.serve, SyncConn: shares.sync, Drain: syncDrain(p),
-		Log: s.Logger,
+		Log: s.Log,
 		Started: func(pid int) {
 			startedMu.Lock()
 			startedAt = time.Now()

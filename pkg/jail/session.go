@@ -280,7 +280,7 @@ var errTooManyStreams = errors.New("guest held too many streams open")
 func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 	slots := make(chan struct{}, maxGuestStreams)
 	// The guest can trigger a refusal at will; its warning must not be its own line.
-	refusals := lograte.Every{Interval: 10 * time.Second}
+	refusals := lograte.New(lograte.Options{Every: 10 * time.Second, Count: "refused_since_last"}).Logger(h.Log)
 	for {
 		kind, c, err := control.Accept(sess)
 		if n, limit := sess.NumStreams(), hostStreams+maxGuestStreams+acceptBacklog+maxClosingStreams; n > limit {
@@ -316,9 +316,7 @@ func acceptGuestStreams(sess *yamux.Session, h sessionHooks) error {
 		select {
 		case slots <- struct{}{}:
 		default:
-			if ok, held := refusals.Allow(); ok {
-				h.Log.Warn("guest stream refused", "kind", guestText(kind), "why", "too many open streams", "max", maxGuestStreams, "refused_since_last", held)
-			}
+			refusals.Warn("guest stream refused", "kind", guestText(kind), "why", "too many open streams", "max", maxGuestStreams)
 			c.Close()
 			continue
 		}

@@ -30,7 +30,7 @@ type streamShares struct {
 	ready  chan struct{} // closed once start has run
 	// refusals bounds the warnings about refused streams: the guest names the tag and
 	// can ask again at will.
-	refusals lograte.Every
+	refusals *slog.Logger
 	// lowerAs serves the host view's lowers: the run's own uid when crackbox is root.
 	lowerAs *sharefs.Ident
 }
@@ -46,7 +46,7 @@ func (s *streamShares) runAs(id *vmmIdentity) {
 }
 
 func newStreamShares(p *plan, quota int64, logw io.Writer, log *slog.Logger) *streamShares {
-	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, synced: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{}), refusals: lograte.Every{Interval: 10 * time.Second}}
+	s := &streamShares{byTag: map[string]streamShare{}, served: map[string]bool{}, synced: map[string]bool{}, quota: quota, logw: logw, log: log, ready: make(chan struct{}), refusals: lograte.New(lograte.Options{Every: 10 * time.Second, Count: "refused_since_last"}).Logger(log)}
 	for _, sh := range p.userShare {
 		if sh.FS == FSStream {
 			s.byTag[sh.Tag] = streamShare{share: sh}
@@ -115,9 +115,7 @@ func (s *streamShares) serve(tag string, c net.Conn) {
 	sh, ok := s.byTag[tag]
 	if !ok || s.served[tag] {
 		s.mu.Unlock()
-		if log, held := s.refusals.Allow(); log {
-			s.log.Warn("share stream refused", "tag", guestText(tag), "known", ok, "refused_since_last", held)
-		}
+		s.refusals.Warn("share stream refused", "tag", guestText(tag), "known", ok)
 		c.Close()
 		return
 	}

@@ -242,7 +242,7 @@ func TestSnapshotConcurrentFirstRuns(t *testing.T) {
 		go func() {
 			s := jailtest.Spec(t, "true")
 			s.CacheDir, s.MemoryMiB, s.Snapshot = cache, 256, jail.SnapshotOn
-			s.Logger = slog.New(slog.NewTextHandler(&logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
+			s.Log = slog.New(slog.NewTextHandler(&logs[i], &slog.HandlerOptions{Level: slog.LevelDebug}))
 			res, err := jailtest.Run(t, s)
 			if err == nil && (res.Exit != 0 || !res.Restored) {
 				err = fmt.Errorf("exit %d restored %v", res.Exit, res.Restored)

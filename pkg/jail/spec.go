@@ -171,9 +171,9 @@ type Spec struct {
 	Timeout    time.Duration
 	RunDirBase string // default: DefaultRunDirBase(); created or repaired by EnsureRunDirBase
 	Debug      bool
-	Logger     *slog.Logger
+	Log        *slog.Logger
 	// HostNotes, when set, gets in one call before the guest starts what this host
-	// lacks for a fast, fully confined run (HostNote); unset, each is a warning in Logger.
+	// lacks for a fast, fully confined run (HostNote); unset, each is a warning in Log.
 	HostNotes func([]HostNote)
 
 	Net Net

@@ -58,9 +58,7 @@ func (s *streamShares) sync(tag string, c net.Conn) {
 	sh, ok := s.byTag[tag]
 	if !ok || !sh.SyncExit || s.synced[tag] {
 		s.mu.Unlock()
-		if log, held := s.refusals.Allow(); log {
-			s.log.Warn("sync stream refused", "tag", guestText(tag), "known", ok, "refused_since_last", held)
-		}
+		s.refusals.Warn("sync stream refused", "tag", guestText(tag), "known", ok)
 		c.Close()
 		return
 	}

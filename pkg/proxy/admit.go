@@ -48,9 +48,7 @@ func (p *Proxy) refuseBusy(c net.Conn, answer bool) {
 		return
 	}
 	limit := p.cfg.Load().maxConns
-	if ok, held := p.busyLog.Allow(); ok {
-		p.log.Warn("proxy connection refused", "src", c.RemoteAddr(), "why", "too many open connections", "max", limit, "refused_since_last", held)
-	}
+	p.warn.Warn("proxy connection refused", "src", c.RemoteAddr(), "why", "too many open connections", "max", limit)
 	p.metrics.decisions.WithLabelValues(ReasonTooManyConns).Inc()
 	if answer {
 		c.SetWriteDeadline(time.Now().Add(time.Second))

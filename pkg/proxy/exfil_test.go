@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/crackbox/crackbox/internal/nettest"
 )
 
 // A hostile guest sends its placeholder out of place again and again, each time in a
@@ -38,19 +41,26 @@ func TestExfiltrationWarningsAreRateLimited(t *testing.T) {
 }
 
 // The limit is per client: one guest's flood does not hide another guest's first
-// attempt, and the clients it tracks stay bounded.
+// attempt.
 func TestExfiltrationWarningsArePerClient(t *testing.T) {
-	var w exfilWarnings
+	var buf nettest.Buffer
+	p, err := New(Options{Log: slog.New(slog.NewTextHandler(&buf, nil))}, NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	exfil := func(client string) {
+		p.Record(Decision{ClientID: client, Reason: ReasonSecretExfiltration, Secret: "API_KEY", Host: "x.test", Port: 443})
+	}
 	for range 100 {
-		w.of("flooder").Allow()
+		exfil("flooder")
 	}
-	if ok, _ := w.of("other").Allow(); !ok {
-		t.Fatal("another client's first attempt was not warned about")
-	}
-	for i := range 3 * maxExfilClients {
-		w.of(fmt.Sprint("c", i))
-	}
-	if n := len(w.per); n > maxExfilClients {
-		t.Fatalf("%d clients tracked, want at most %d", n, maxExfilClients)
+	exfil("other")
+	for _, tc := range []struct {
+		client string
+		want   int
+	}{{"flooder", 1}, {"other", 1}} {
+		if n := strings.Count(buf.String(), "client="+tc.client+" "); n != tc.want {
+			t.Errorf("%d warnings about %s, want %d:\n%s", n, tc.client, tc.want, &buf)
+		}
 	}
 }

@@ -124,7 +124,7 @@ func injectProxy(t testing.TB, u *secretUpstream) (*testProxy, *inject.Set, *syn
 	entries = append(entries, fmt.Sprintf("127.0.0.1:%d", u.port))
 	tp := startProxy(t, Options{
 		Hosts: hostsFor(names...), AllowCIDRs: []netip.Prefix{loopback8},
-		UpstreamRoots: u.pool, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		UpstreamRoots: u.pool, Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}, nil)
 	l, err := allow.Parse(entries)
 	if err != nil {

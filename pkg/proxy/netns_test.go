@@ -118,7 +118,7 @@ func TestTransparentInNetns(t *testing.T) {
 			decisions = append(decisions, d)
 			decMu.Unlock()
 		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, reg)
 	if err != nil {
 		t.Fatal(err)

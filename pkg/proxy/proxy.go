@@ -57,7 +57,7 @@ const (
 const MaxHeaderBytes = 64 << 10
 
 // Options configures a Proxy. Reload swaps everything except Registerer and
-// Logger for connections accepted afterwards.
+// Log for connections accepted afterwards.
 type Options struct {
 	AllowCIDRs   []netip.Prefix          // ranges the resolved addresses of allowed names may lie in despite the guard (host's own addresses excepted, see package doc); never opens an IP literal
 	Resolver     string                  // "" = system resolver (so /etc/hosts applies); else "ip:port" DNS server
@@ -78,7 +78,7 @@ type Options struct {
 	DecisionLog   io.Writer             // one JSON line per decision; nil = off
 	OnDecision    func(Decision)        // called once per decision, from connection goroutines
 	Registerer    prometheus.Registerer // nil = no metrics exported
-	Logger        *slog.Logger          // nil = slog.Default()
+	Log           *slog.Logger          // nil = slog.Default()
 	// Replica names this proxy in its decision lines, so a fleet's merged
 	// logs say which replica decided; "" leaves the field out.
 	Replica string
@@ -126,8 +126,9 @@ type Proxy struct {
 	wg        sync.WaitGroup
 	// A client can trigger these warnings at will; they are rate limited so it cannot
 	// write the operator's log at will (the decision log keeps every one).
-	busyLog  *lograte.Every
-	exfilLog exfilWarnings
+	// The exfiltration warning is limited per client, so one guest's flood does not
+	// hide another's first attempt.
+	warn *slog.Logger
 	// Per client: accepted connections, intercepted connections, and
 	// their response buffers.
 	open       clientCount
@@ -148,7 +149,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: register metrics: %w", err)
 	}
-	log := opts.Logger
+	log := opts.Log
 	if log == nil {
 		log = slog.Default()
 	}
@@ -158,7 +159,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 		metrics:   m,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*clientConn]struct{}),
-		busyLog:   &lograte.Every{Interval: 10 * time.Second},
+		warn:      lograte.New(lograte.Options{Every: 10 * time.Second, Key: "client", Count: "refused_since_last"}).Logger(log),
 	}
 	p.cfg.Store(cfg)
 	return p, nil
@@ -224,7 +225,7 @@ func buildConfig(opts Options) (*config, error) {
 
 // Reload swaps the allowed CIDRs, resolver, static hosts, default ports,
 // timeouts and decision outputs. Requests decided afterwards use the new
-// values; tunnels already open keep theirs. Registerer and Logger are fixed at New.
+// values; tunnels already open keep theirs. Registerer and Log are fixed at New.
 func (p *Proxy) Reload(opts Options) error {
 	cfg, err := buildConfig(opts)
 	if err != nil {
@@ -389,9 +390,7 @@ func (p *Proxy) record(cfg *config, d Decision) {
 		cfg.onDecision(d)
 	}
 	if d.Reason == ReasonSecretExfiltration {
-		if ok, held := p.exfilLog.of(d.ClientID).Allow(); ok {
-			p.log.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port, "refused_since_last", held)
-		}
+		p.warn.Warn("proxy refused secret exfiltration", "client", d.ClientID, "secret", d.Secret, "host", d.Host, "port", d.Port)
 	} else if !d.Allowed {
 		p.log.Debug("proxy denied", "client", d.ClientID, "host", d.Host, "port", d.Port, "reason", d.Reason)
 	}

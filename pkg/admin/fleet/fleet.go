@@ -56,7 +56,7 @@ type Options struct {
 	// 0 = 30s. Dialing one server is bounded by 5s, an edit by 5s.
 	Timeout    time.Duration
 	Registerer prometheus.Registerer // nil = no metrics
-	Logger     *slog.Logger
+	Log        *slog.Logger
 }
 
 // Fleet keeps a local proxy.Registry equal to the shared bucket. It is the
@@ -97,15 +97,15 @@ func Open(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	trusted, err := trustedKeys(opts)
 	if err != nil {
 		return nil, err
 	}
 	f := &Fleet{trusted: trusted,
-		opts: opts, log: opts.Logger, reg: opts.Registry,
+		opts: opts, log: opts.Log, reg: opts.Registry,
 		resync: make(chan struct{}, 1), synced: make(chan struct{}), done: make(chan struct{}),
 		revs: map[string]uint64{}, m: newMetrics(opts.Registerer),
 	}

@@ -44,8 +44,8 @@ func open(t testing.TB, url string, o Options) *Fleet {
 	if o.Registry == nil {
 		o.Registry = proxy.NewRegistry()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	f, err := Open(context.Background(), o)
 	if err != nil {
@@ -171,7 +171,7 @@ func TestOpenBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Registry = proxy.NewRegistry()
 			tc.o.Insecure, tc.o.Signer = true, testSigner
-			tc.o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			tc.o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 			if _, err := Open(context.Background(), tc.o); !errors.Is(err, tc.want) {
 				t.Fatalf("open: %v, want %v", err, tc.want)
 			}

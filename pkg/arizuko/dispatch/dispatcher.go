@@ -59,7 +59,7 @@ type Dispatcher struct {
 	flights map[string]*flight // by dispatch id
 	// warned bounds the refusal warnings a runner can trigger at will;
 	// refusals of a turn someone else holds are audited regardless.
-	warned  lograte.Every
+	warned  *lograte.Limiter
 	metrics homeMetrics
 }
 
@@ -101,7 +101,7 @@ func NewDispatcher(o Options) *Dispatcher {
 	if o.KeepFailed == nil {
 		o.KeepFailed = func(string) bool { return false }
 	}
-	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.Every{Interval: refusedWarnEvery}, metrics: newHomeMetrics(o.Metrics)}
+	return &Dispatcher{o: o, flights: map[string]*flight{}, warned: lograte.New(lograte.Options{Every: refusedWarnEvery, Count: "held_back"}), metrics: newHomeMetrics(o.Metrics)}
 }
 
 func newID() string {
@@ -402,9 +402,7 @@ func keysOf(l jetstream.KeyLister) <-chan string {
 // refused logs and audits a fleet request the control plane turned down:
 // the operator sees a runner reaching for a turn it does not hold.
 func (d *Dispatcher) refused(ctx context.Context, what, runner string, c Claim, err error) {
-	if ok, held := d.warned.Allow(); ok {
-		d.o.Log.Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err, "held_back", held)
-	}
+	d.warned.Logger(d.o.Log).Warn("fleet request refused", "what", what, "runner", runner, "turn", c.Turn, "attempt", c.Attempt, "err", err)
 	if d.o.Gate == nil || !errors.Is(err, ErrNotHolder) {
 		return
 	}

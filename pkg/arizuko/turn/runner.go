@@ -185,7 +185,7 @@ func (r *JailRunner) spec(j Job, log *slog.Logger) (jail.Spec, error) {
 		CPUs:       j.CPUs,
 		MemoryMiB:  j.MemoryMiB,
 		Timeout:    timeout,
-		Logger:     log,
+		Log:        log,
 		RunDirBase: r.RunsDir,
 		MCPSocket:  gated.GuestSocket,
 		MCPConn:    j.MCPConn,

@@ -46,7 +46,7 @@ type Options struct {
 	// (*Run).Report to print as an --allow list.
 	Learn bool
 	// Proxy carries the operator settings (AllowCIDRs, Resolver, Hosts,
-	// DefaultPorts, timeouts, DecisionLog, Logger). OnDecision is called
+	// DefaultPorts, timeouts, DecisionLog, Log). OnDecision is called
 	// after the run's own tally.
 	Proxy proxy.Options
 	// ProxyListen is the in-guest listener of proxy-only mode; "" = DefaultProxyListen.
@@ -109,8 +109,8 @@ func Prepare(ctx context.Context, o Options) (*Run, error) {
 			userHook(d)
 		}
 	}
-	if popts.Logger == nil {
-		popts.Logger = log
+	if popts.Log == nil {
+		popts.Log = log
 	}
 	prepare := func() error { return r.prepareTap(ctx, o, popts, list, log) }
 	if mode == jail.NetProxyOnly {
@@ -327,7 +327,7 @@ func startServices(popts proxy.Options, client proxy.Client, host netip.Addr, on
 		},
 		Resolve: p.Resolve,
 		OnQuery: onQuery,
-		Log:     popts.Logger,
+		Log:     popts.Log,
 	})
 	if err != nil {
 		fwd.Close()

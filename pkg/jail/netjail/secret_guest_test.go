@@ -260,7 +260,7 @@ func TestSecretNeverInGuest(t *testing.T) {
 			"api.test": {netip.MustParseAddr(o.apiIP)}, "evil.test": {netip.MustParseAddr(o.evilIP)},
 		},
 		AllowCIDRs:    []netip.Prefix{netip.MustParsePrefix(o.apiIP + "/32"), netip.MustParsePrefix(o.evilIP + "/32")},
-		UpstreamRoots: apiCert.Pool, DecisionLog: &syncWriter{w: dlog}, Logger: logger,
+		UpstreamRoots: apiCert.Pool, DecisionLog: &syncWriter{w: dlog}, Log: logger,
 	}
 
 	runs := []*guestRun{
