@@ -4,11 +4,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
@@ -52,7 +49,7 @@ func NewServer(svc service.Service, tokens map[string]string) *Server {
 	s := &Server{svc: svc, mux: http.NewServeMux()}
 	for t, p := range tokens {
 		if t != "" {
-			s.tokens = append(s.tokens, token{sha256.Sum256([]byte(t)), p})
+			s.tokens = append(s.tokens, token{httpjson.Sum(t), p})
 		}
 	}
 	s.register()
@@ -127,8 +124,7 @@ func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) 
 			}
 			if err != nil {
 				slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-				w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
+				httpjson.Compact.Challenge(w, "arizuko", CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
 				return
 			}
 			if !classes[r.Method].allows(c.Kind) {
@@ -151,19 +147,16 @@ func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 func (s *Server) authenticate(r *http.Request) (service.Caller, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok, ok := httpjson.Bearer(r)
 	if !ok || tok == "" {
 		return service.Caller{}, service.ErrBadToken
 	}
-	sum := sha256.Sum256([]byte(tok))
-	principal, found := "", 0
-	for _, t := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-			principal, found = t.principal, 1
-		}
+	sums := make([][]byte, len(s.tokens))
+	for i := range s.tokens {
+		sums[i] = s.tokens[i].sum[:]
 	}
-	if found == 1 {
-		return service.Caller{Name: "admin", Kind: service.KindAdmin, Principal: principal}, nil
+	if i, found := httpjson.Matches(tok, sums...); found {
+		return service.Caller{Name: "admin", Kind: service.KindAdmin, Principal: s.tokens[i].principal}, nil
 	}
 	if s.auth == nil {
 		return service.Caller{}, service.ErrBadToken
@@ -200,25 +193,18 @@ func classify(err error) (int, string) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, service.Error{Code: code, Message: msg})
+	httpjson.Compact.Error(w, status, code, msg)
 }
 
 // WriteJSON writes v as the JSON answer with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	if v == nil {
-		return nil
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return httpjson.Compact.Write(w, status, v)
 }
 
 // Decode reads one JSON object into v: known fields only, nothing after it,
 // every string UTF-8.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := httpjson.ReadBody(w, r, MaxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -229,19 +215,17 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if f := invalidUTF8(body); f != "" {
 		return badRequest{fmt.Sprintf("field %s is not valid UTF-8: send text as UTF-8", f)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return badRequest{"body is empty: send a JSON object"}
-		}
+	switch err := httpjson.DecodeBytes(body, v); {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest{"body is empty: send a JSON object"}
+	case errors.Is(err, httpjson.ErrTrailing):
+		return badRequest{"body has data after the JSON object"}
+	default:
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return badRequest{"body has unknown field " + f}
 		}
 		return badRequest{"malformed JSON body: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
-	if dec.More() {
-		return badRequest{"body has data after the JSON object"}
-	}
-	return nil
 }
