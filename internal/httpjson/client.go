@@ -112,9 +112,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// ReadError reads an error answer into a *StatusError.
+// ReadError reads an error answer into a *StatusError; its Path is path
+// without the query.
 func (c *Client) ReadError(method, path string, resp *http.Response) *StatusError {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, c.limit()))
+	path, _, _ = strings.Cut(path, "?")
 	e := &StatusError{Method: method, Path: path, Code: resp.StatusCode, Status: resp.Status}
 	if json.Unmarshal(data, &e.Envelope) != nil || e.Envelope.Error == "" {
 		e.Envelope = Envelope{}
