@@ -42,13 +42,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 			return fmt.Errorf("field %s is not valid UTF-8: send text as UTF-8: %w", f, service.ErrInvalid)
 		}
 	}
-	return remoteErr(c.base, c.hc.Do(ctx, method, path, body, out))
+	return RemoteError(c.base, c.hc.Do(ctx, method, path, body, out))
 }
 
-// remoteErr turns the daemon's error envelope into a *service.Error, so
-// callers branch on it as on a local one, and names the daemon an
-// unreachable one.
-func remoteErr(base string, err error) error {
+// RemoteError turns the error envelope of the daemon at base into a
+// *service.Error, so callers branch on it as on a local one, and names the
+// daemon in a transport failure.
+func RemoteError(base string, err error) error {
 	var se *httpjson.StatusError
 	var ue *url.Error
 	switch {
