@@ -94,53 +94,58 @@ func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 // handle registers path with one handler per method, so wrong methods and
 // unknown paths get the same envelope as every other error.
 func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) {
-	classes := map[string]Class{}
-	for m := range methods {
+	allowed := make([]string, 0, len(methods))
+	for m, h := range methods {
 		c := Public
 		if auth {
 			c = classOf(m, path)
 		}
-		classes[m] = c
 		s.routes = append(s.routes, Route{Method: m, Path: path, Class: c})
-	}
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		h, ok := methods[r.Method]
-		if !ok {
-			allowed := make([]string, 0, len(methods))
-			for m := range methods {
-				allowed = append(allowed, m)
+		allowed = append(allowed, m)
+		s.mux.HandleFunc(m+" "+path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != m { // a GET pattern also matches HEAD
+				notAllowed(w, r, allowed)
+				return
 			}
-			slices.Sort(allowed)
-			w.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: method not allowed", r.Method, r.URL.Path))
+			s.serve(w, r, path, auth, c, h)
+		})
+	}
+	slices.Sort(allowed)
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { notAllowed(w, r, allowed) })
+}
+
+func notAllowed(w http.ResponseWriter, r *http.Request, allowed []string) {
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: method not allowed", r.Method, r.URL.Path))
+}
+
+// serve checks the caller against the route's class, then runs h.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, path string, auth bool, class Class, h HandlerFunc) {
+	if auth {
+		c, err := s.authenticate(r)
+		if err != nil && !errors.Is(err, service.ErrBadToken) {
+			slog.ErrorContext(r.Context(), "api auth", "err", err)
+			writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
 			return
 		}
-		if auth {
-			c, err := s.authenticate(r)
-			if err != nil && !errors.Is(err, service.ErrBadToken) {
-				slog.ErrorContext(r.Context(), "api auth", "err", err)
-				writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
-				return
-			}
-			if err != nil {
-				slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-				httpjson.Compact.Challenge(w, "arizuko", CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
-				return
-			}
-			if !classes[r.Method].allows(c.Kind) {
-				writeError(w, http.StatusForbidden, service.CodeDenied, fmt.Sprintf("%s token %q may not %s %s", c.Kind, c.Name, r.Method, path))
-				return
-			}
-			r = r.WithContext(service.WithCaller(r.Context(), c))
+		if err != nil {
+			slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			httpjson.Compact.Challenge(w, "arizuko", CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
+			return
 		}
-		if err := h(w, r); err != nil {
-			status, code := classify(err)
-			if status >= 500 {
-				slog.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
-			}
-			writeError(w, status, code, err.Error())
+		if !class.allows(c.Kind) {
+			writeError(w, http.StatusForbidden, service.CodeDenied, fmt.Sprintf("%s token %q may not %s %s", c.Kind, c.Name, r.Method, path))
+			return
 		}
-	})
+		r = r.WithContext(service.WithCaller(r.Context(), c))
+	}
+	if err := h(w, r); err != nil {
+		status, code := classify(err)
+		if status >= 500 {
+			slog.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		writeError(w, status, code, err.Error())
+	}
 }
 
 // ServeHTTP implements http.Handler.
