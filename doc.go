@@ -18,7 +18,7 @@
 //	    acl/ adapter/ api/ delivery/ dispatch/ email/ folder/ gated/ home/ hook/
 //	    schedule/ service/ slackadapter/ store/ turn/ webchat/
 //	internal/           plumbing the binaries share
-//	    buildinfo/ envvar/ hostfile/ logfile/ lograte/ logsetup/ natsauth/ proc/ relay/
+//	    buildinfo/ envvar/ hostfile/ httpjson/ logfile/ lograte/ logsetup/ natsauth/ proc/ relay/
 //	                    and what only tests import
 //	    eventually/ jailtest/ mailtest/ natstest/ nettest/ pgtest/ proctest/ readmetest/
 //	    servicetest/ slacktest/ testreq/ testsum/ webdriver/

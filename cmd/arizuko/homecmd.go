@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"strconv"
@@ -15,9 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
+	"github.com/crackbox/crackbox/pkg/arizuko/api"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/home"
-	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
 // newHomeCmd is `arizuko home`.
@@ -155,38 +154,10 @@ func (a *app) homeCall(ctx context.Context, method, path string, q url.Values, b
 	if err != nil {
 		return err
 	}
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case io.Reader:
-		rd = b
-	default:
-		j, _ := json.Marshal(b)
-		rd = bytes.NewReader(j)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path+"?"+q.Encode(), rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("arizuko daemon at %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		e := &service.Error{}
-		if json.Unmarshal(data, e) != nil || e.Code == "" {
-			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
-		}
-		return e
-	}
-	if buf, ok := out.(*bytes.Buffer); ok {
-		_, err = io.Copy(buf, resp.Body)
-		return err
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return api.RemoteError(base, (&httpjson.Client{Base: base, Token: token}).Do(ctx, method, path, body, out))
 }
 
 // localHomeCall serves push and pull on a single host without a daemon;

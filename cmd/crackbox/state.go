@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/jail"
 )
@@ -97,44 +99,38 @@ func fetchState(ctx context.Context, base, secret string) (*admin.StateJSON, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/state", nil)
+	u, err := url.Parse(strings.TrimRight(base, "/") + "/v1/state")
 	if err != nil {
 		return nil, fmt.Errorf("admin url %q: %w", base, err)
 	}
 	hint := ""
 	if secret == "" {
 		var path string
-		if secret, path, err = localToken(req.URL.Host); err != nil {
+		if secret, path, err = localToken(u.Host); err != nil {
 			return nil, err
 		}
 		if secret == "" && path != "" {
 			hint = fmt.Sprintf(" (no --secret or admin.secret given, and no daemon token at %s: pass the daemon's, e.g. --secret \"$(cat <its run dir base>/%s)\")", path, filepath.Base(path))
 		}
 	}
-	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	var st admin.StateJSON
+	err = (&httpjson.Client{Base: base, Token: secret}).Do(ctx, http.MethodGet, "/v1/state", nil, &st)
+	var se *httpjson.StatusError
+	var de *httpjson.DecodeError
+	var ue *url.Error
+	switch {
+	case err == nil:
+		return &st, nil
+	case errors.As(err, &se) && se.Envelope.Message != "":
+		return nil, fmt.Errorf("admin api: %s: %s%s", se.Status, se.Envelope.Message, hint)
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("admin api: %s%s", se.Status, hint)
+	case errors.As(err, &de):
+		return nil, fmt.Errorf("admin api returned bad JSON: %w", de.Err)
+	case errors.As(err, &ue):
 		return nil, fmt.Errorf("reach admin api (is crackbox proxy serve running?): %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read admin api response: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e admin.ErrorJSON
-		if json.Unmarshal(body, &e) == nil && e.Message != "" {
-			return nil, fmt.Errorf("admin api: %s: %s%s", resp.Status, e.Message, hint)
-		}
-		return nil, fmt.Errorf("admin api: %s%s", resp.Status, hint)
-	}
-	var st admin.StateJSON
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("admin api returned bad JSON: %w", err)
-	}
-	return &st, nil
+	return nil, fmt.Errorf("read admin api response: %w", err)
 }
 
 func printState(w io.Writer, st *admin.StateJSON, asJSON bool) error {

@@ -6,7 +6,6 @@ package admin
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/secrets"
 )
@@ -69,7 +69,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.NewRegistry()
 	}
-	s := &Server{opts: opts, log: opts.Log, secret: sha256.Sum256([]byte(opts.Secret))}
+	s := &Server{opts: opts, log: opts.Log, secret: httpjson.Sum(opts.Secret)}
 	if opts.StateFile != "" {
 		if err := s.loadState(); err != nil {
 			return nil, err
@@ -126,11 +126,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.opts.Secret != "" {
-			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-			if !ok || subtle.ConstantTimeCompare(got[:], s.secret[:]) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="crackbox"`)
-				writeError(w, http.StatusUnauthorized, "unauthorized",
+			tok, ok := httpjson.Bearer(r)
+			if _, match := httpjson.Matches(strings.TrimSpace(tok), s.secret[:]); !ok || !match {
+				style.Challenge(w, "crackbox", "unauthorized",
 					"missing or wrong bearer token: send Authorization: Bearer <admin.secret>")
 				return
 			}

@@ -1,14 +1,13 @@
 package admin
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 
 	"github.com/crackbox/crackbox/internal/buildinfo"
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/proxy/allow"
 	"github.com/crackbox/crackbox/pkg/proxy/inject"
@@ -50,10 +49,7 @@ type patchRequest struct {
 }
 
 // ErrorJSON is the body of every error response.
-type ErrorJSON struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
+type ErrorJSON = httpjson.Envelope
 
 func clientJSON(c proxy.Client) ClientJSON {
 	return ClientJSON{IP: c.IP.String(), ID: c.ID, Allowlist: c.Allow.Entries(), Secrets: c.Secrets.Info()}
@@ -202,13 +198,7 @@ func (s *Server) persist(w http.ResponseWriter) bool {
 
 // decode reads one JSON object, rejecting unknown fields and trailing data.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
-		err = errors.New("trailing data after the JSON object")
-	}
-	if err != nil {
+	if err := httpjson.Decode(w, r, maxBody, v); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_json", "request body: "+err.Error())
 		return false
 	}
@@ -230,14 +220,11 @@ func writeUnavailable(w http.ResponseWriter, err error) {
 		"the change was not made: "+err.Error()+"; retry when the registry is reachable")
 }
 
+// style is the admin API's encoding: indented, HTML characters escaped.
+var style = httpjson.Style{Indent: "  ", EscapeHTML: true}
+
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorJSON{Error: code, Message: msg})
+	style.Error(w, status, code, msg)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { _ = style.Write(w, status, v) }

@@ -95,6 +95,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown field", "POST", "/v1/folders", `{"path":"a","owner":"me"}`, 400, "invalid", `unknown field \"owner\"`},
 		{"wrong type", "POST", "/v1/routes", `{"seq":"ten","target":"a"}`, 400, "invalid", "seq"},
 		{"trailing data", "POST", "/v1/folders", `{"path":"a"} {"path":"b"}`, 400, "invalid", "after the JSON"},
+		{"stray bracket after", "POST", "/v1/folders", `{"path":"a"}]`, 400, "invalid", "after the JSON"},
 		{"empty body", "POST", "/v1/messages", ``, 400, "invalid", "empty"},
 		{"huge body", "POST", "/v1/messages", `{"text":"` + strings.Repeat("x", MaxBody) + `"}`, 400, "invalid", "larger"},
 		{"invalid folder", "POST", "/v1/folders", `{"path":"../etc"}`, 400, "invalid", "not allowed"},

@@ -1,11 +1,9 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -13,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -21,63 +20,44 @@ import (
 
 // Client implements service.Service against a running daemon.
 type Client struct {
-	base  string
-	token string
-	hc    *http.Client
+	base string
+	hc   httpjson.Client
 }
 
 var _ service.Service = (*Client)(nil)
 
 // NewClient talks to the daemon at base (http://host:port) with a bearer token.
 func NewClient(base, token string) *Client {
-	return &Client{base: strings.TrimSuffix(base, "/"), token: token, hc: &http.Client{Timeout: 30 * time.Second}}
+	base = strings.TrimSuffix(base, "/")
+	return &Client{base: base, hc: httpjson.Client{Base: base, Token: token, HTTP: &http.Client{Timeout: 30 * time.Second}}}
 }
 
 // do sends body (nil for none) and decodes a 2xx answer into out (nil to discard).
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	u := c.base + path
 	if len(q) > 0 {
-		u += "?" + q.Encode()
+		path += "?" + q.Encode()
 	}
-	var rd io.Reader
 	if body != nil {
 		if f := invalidString(reflect.ValueOf(body), ""); f != "" {
 			return fmt.Errorf("field %s is not valid UTF-8: send text as UTF-8: %w", f, service.ErrInvalid)
 		}
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
+	return RemoteError(c.base, c.hc.Do(ctx, method, path, body, out))
+}
+
+// RemoteError turns the error envelope of the daemon at base into a
+// *service.Error, so callers branch on it as on a local one, and names the
+// daemon in a transport failure.
+func RemoteError(base string, err error) error {
+	var se *httpjson.StatusError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &se) && se.Envelope.Error != "":
+		return &service.Error{Code: se.Envelope.Error, Message: se.Envelope.Message}
+	case errors.As(err, &ue):
+		return fmt.Errorf("arizuko daemon at %s: %w", base, err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("arizuko daemon at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		e := &service.Error{}
-		if json.Unmarshal(data, e) != nil || e.Code == "" {
-			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(data))
-		}
-		return e
-	}
-	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
-	}
-	return json.Unmarshal(data, out)
+	return err
 }
 
 // Health checks GET /health.

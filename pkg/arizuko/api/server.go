@@ -4,11 +4,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
 )
 
@@ -52,7 +49,7 @@ func NewServer(svc service.Service, tokens map[string]string) *Server {
 	s := &Server{svc: svc, mux: http.NewServeMux()}
 	for t, p := range tokens {
 		if t != "" {
-			s.tokens = append(s.tokens, token{sha256.Sum256([]byte(t)), p})
+			s.tokens = append(s.tokens, token{httpjson.Sum(t), p})
 		}
 	}
 	s.register()
@@ -97,73 +94,74 @@ func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
 // handle registers path with one handler per method, so wrong methods and
 // unknown paths get the same envelope as every other error.
 func (s *Server) handle(path string, auth bool, methods map[string]HandlerFunc) {
-	classes := map[string]Class{}
-	for m := range methods {
+	allowed := make([]string, 0, len(methods))
+	for m, h := range methods {
 		c := Public
 		if auth {
 			c = classOf(m, path)
 		}
-		classes[m] = c
 		s.routes = append(s.routes, Route{Method: m, Path: path, Class: c})
-	}
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		h, ok := methods[r.Method]
-		if !ok {
-			allowed := make([]string, 0, len(methods))
-			for m := range methods {
-				allowed = append(allowed, m)
+		allowed = append(allowed, m)
+		s.mux.HandleFunc(m+" "+path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != m { // a GET pattern also matches HEAD
+				notAllowed(w, r, allowed)
+				return
 			}
-			slices.Sort(allowed)
-			w.Header().Set("Allow", strings.Join(allowed, ", "))
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: method not allowed", r.Method, r.URL.Path))
+			s.serve(w, r, path, auth, c, h)
+		})
+	}
+	slices.Sort(allowed)
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { notAllowed(w, r, allowed) })
+}
+
+func notAllowed(w http.ResponseWriter, r *http.Request, allowed []string) {
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: method not allowed", r.Method, r.URL.Path))
+}
+
+// serve checks the caller against the route's class, then runs h.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, path string, auth bool, class Class, h HandlerFunc) {
+	if auth {
+		c, err := s.authenticate(r)
+		if err != nil && !errors.Is(err, service.ErrBadToken) {
+			slog.ErrorContext(r.Context(), "api auth", "err", err)
+			writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
 			return
 		}
-		if auth {
-			c, err := s.authenticate(r)
-			if err != nil && !errors.Is(err, service.ErrBadToken) {
-				slog.ErrorContext(r.Context(), "api auth", "err", err)
-				writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
-				return
-			}
-			if err != nil {
-				slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-				w.Header().Set("WWW-Authenticate", `Bearer realm="arizuko"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
-				return
-			}
-			if !classes[r.Method].allows(c.Kind) {
-				writeError(w, http.StatusForbidden, service.CodeDenied, fmt.Sprintf("%s token %q may not %s %s", c.Kind, c.Name, r.Method, path))
-				return
-			}
-			r = r.WithContext(service.WithCaller(r.Context(), c))
+		if err != nil {
+			slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			httpjson.Compact.Challenge(w, "arizuko", CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
+			return
 		}
-		if err := h(w, r); err != nil {
-			status, code := classify(err)
-			if status >= 500 {
-				slog.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
-			}
-			writeError(w, status, code, err.Error())
+		if !class.allows(c.Kind) {
+			writeError(w, http.StatusForbidden, service.CodeDenied, fmt.Sprintf("%s token %q may not %s %s", c.Kind, c.Name, r.Method, path))
+			return
 		}
-	})
+		r = r.WithContext(service.WithCaller(r.Context(), c))
+	}
+	if err := h(w, r); err != nil {
+		status, code := classify(err)
+		if status >= 500 {
+			slog.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		writeError(w, status, code, err.Error())
+	}
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 func (s *Server) authenticate(r *http.Request) (service.Caller, error) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok, ok := httpjson.Bearer(r)
 	if !ok || tok == "" {
 		return service.Caller{}, service.ErrBadToken
 	}
-	sum := sha256.Sum256([]byte(tok))
-	principal, found := "", 0
-	for _, t := range s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], t.sum[:]) == 1 {
-			principal, found = t.principal, 1
-		}
+	sums := make([][]byte, len(s.tokens))
+	for i := range s.tokens {
+		sums[i] = s.tokens[i].sum[:]
 	}
-	if found == 1 {
-		return service.Caller{Name: "admin", Kind: service.KindAdmin, Principal: principal}, nil
+	if i, found := httpjson.Matches(tok, sums...); found {
+		return service.Caller{Name: "admin", Kind: service.KindAdmin, Principal: s.tokens[i].principal}, nil
 	}
 	if s.auth == nil {
 		return service.Caller{}, service.ErrBadToken
@@ -200,25 +198,18 @@ func classify(err error) (int, string) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	WriteJSON(w, status, service.Error{Code: code, Message: msg})
+	httpjson.Compact.Error(w, status, code, msg)
 }
 
 // WriteJSON writes v as the JSON answer with status.
 func WriteJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	if v == nil {
-		return nil
-	}
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return httpjson.Compact.Write(w, status, v)
 }
 
 // Decode reads one JSON object into v: known fields only, nothing after it,
 // every string UTF-8.
 func Decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	body, err := httpjson.ReadBody(w, r, MaxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -229,19 +220,17 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if f := invalidUTF8(body); f != "" {
 		return badRequest{fmt.Sprintf("field %s is not valid UTF-8: send text as UTF-8", f)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return badRequest{"body is empty: send a JSON object"}
-		}
+	switch err := httpjson.DecodeBytes(body, v); {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest{"body is empty: send a JSON object"}
+	case errors.Is(err, httpjson.ErrTrailing):
+		return badRequest{"body has data after the JSON object"}
+	default:
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			return badRequest{"body has unknown field " + f}
 		}
 		return badRequest{"malformed JSON body: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
-	if dec.More() {
-		return badRequest{"body has data after the JSON object"}
-	}
-	return nil
 }

@@ -1,17 +1,15 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/crackbox/crackbox/pkg/arizuko/service"
+	"github.com/crackbox/crackbox/internal/httpjson"
 )
 
 var (
@@ -38,52 +36,31 @@ func (c *Client) http() *http.Client {
 	return &http.Client{Timeout: 30 * time.Second}
 }
 
+func (c *Client) jsonClient() *httpjson.Client {
+	return &httpjson.Client{Base: c.URL, Token: c.Token, HTTP: c.http()}
+}
+
 func (c *Client) request(ctx context.Context, method, path string, in any) (*http.Request, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.URL, "/")+path, body)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	return req, nil
+	return c.jsonClient().Request(ctx, method, path, in)
 }
 
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	req, err := c.request(ctx, method, path, in)
-	if err != nil {
-		return err
+	err := c.jsonClient().Do(ctx, method, path, in, out)
+	var se *httpjson.StatusError
+	if errors.As(err, &se) {
+		return fleetErr(se)
 	}
-	resp, err := c.http().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return statusErr(path, resp)
-	}
-	if out == nil {
-		io.Copy(io.Discard, resp.Body)
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return err
 }
 
 // statusErr turns an error answer into the fleet's sentinels.
 func statusErr(path string, resp *http.Response) error {
-	var env service.Error
-	json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&env)
-	msg := fmt.Sprintf("%s: %s: %s", path, resp.Status, env.Message)
-	switch resp.StatusCode {
+	return fleetErr((&httpjson.Client{Limit: 64 << 10}).ReadError("", path, resp))
+}
+
+func fleetErr(se *httpjson.StatusError) error {
+	msg := fmt.Sprintf("%s: %s: %s", se.Path, se.Status, se.Envelope.Message)
+	switch se.Code {
 	case http.StatusUnauthorized:
 		return fmt.Errorf("%s: %w", msg, ErrRefused)
 	case http.StatusConflict:

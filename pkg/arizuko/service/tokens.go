@@ -3,13 +3,12 @@ package service
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
@@ -134,7 +133,7 @@ func (l *Local) AddToken(ctx context.Context, in TokenIn) (NewToken, error) {
 		return NewToken{}, err
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	sum := sha256.Sum256([]byte(secret))
+	sum := httpjson.Sum(secret)
 	p := TokenPrincipal(in.Name)
 	by := l.principal(ctx)
 	var grants []acl.Grant
@@ -202,20 +201,19 @@ func (l *Local) Authenticate(ctx context.Context, secret string) (Caller, error)
 	if secret == "" {
 		return Caller{}, ErrBadToken
 	}
-	sum := sha256.Sum256([]byte(secret))
 	ts, err := l.st.TokenSums(ctx)
 	if err != nil {
 		return Caller{}, err
 	}
-	var found *store.TokenSum
+	sums := make([][]byte, len(ts))
 	for i := range ts {
-		if subtle.ConstantTimeCompare(sum[:], ts[i].Sum) == 1 {
-			found = &ts[i]
-		}
+		sums[i] = ts[i].Sum
 	}
-	if found == nil {
+	i, ok := httpjson.Matches(secret, sums...)
+	if !ok {
 		return Caller{}, ErrBadToken
 	}
+	found := &ts[i]
 	return Caller{Name: found.Name, Kind: found.Kind, Platform: found.Platform, Tenant: found.Tenant, Principal: TokenPrincipal(found.Name)}, nil
 }
 
