@@ -58,6 +58,11 @@ func DecodeFile(path string, v any) error {
 
 // Decode is DecodeFile on bytes already read; name labels errors.
 func Decode(name string, data []byte, v any) error {
+	return decode(name, data, v, Crackbox.Example)
+}
+
+// decode is Decode whose unknown-key errors point at example.
+func decode(name string, data []byte, v any, example string) error {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -72,7 +77,7 @@ func Decode(name string, data []byte, v any) error {
 			line, col := de.Position()
 			key := strings.Join(de.Key(), ".")
 			errs = append(errs, &FileError{Path: name, Line: line, Column: col, Key: key,
-				Err: fmt.Errorf("%w (remove it or check its spelling against crackbox.toml.example)", ErrUnknownKey)})
+				Err: fmt.Errorf("%w (remove it or check its spelling against %s)", ErrUnknownKey, example)})
 		}
 		return errors.Join(errs...)
 	}

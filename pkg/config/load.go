@@ -1,13 +1,9 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/crackbox/crackbox/internal/hostfile"
 )
 
 // Override is one flag value, applied after the file and the environment.
@@ -48,46 +44,12 @@ func SearchPaths(lookupEnv func(string) (string, bool)) []string {
 // Load builds the configuration: defaults, then the first config file found,
 // then CRACKBOX_* environment variables, then overrides; and validates it.
 func Load(src Source) (*Config, error) {
-	lookup := src.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
 	cfg := Default()
-	if src.Path != "" {
-		// A path named on the command line may lie in a workdir a sandbox
-		// could write; the search paths are the operator's own.
-		data, err := hostfile.ReadFile(src.Path, maxFile)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("config file %s given with --config does not exist: %w", src.Path, err)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		if err := Decode(src.Path, data, cfg); err != nil {
-			return nil, err
-		}
-		cfg.File = src.Path
-	} else {
-		for _, path := range SearchPaths(lookup) {
-			err := DecodeFile(path, cfg)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			cfg.File = path
-			break
-		}
-	}
-	if err := cfg.applyEnv(lookup); err != nil {
+	file, err := Crackbox.Load(cfg, src, SearchPaths(src.LookupEnv))
+	if err != nil {
 		return nil, err
 	}
-	for _, o := range src.Overrides {
-		if err := cfg.Set(o.Key, o.Value); err != nil {
-			return nil, fmt.Errorf("flag: %w", err)
-		}
-	}
+	cfg.File = file
 	if err := cfg.Validate(); err != nil {
 		if cfg.File != "" {
 			return nil, fmt.Errorf("config (file %s): %w", cfg.File, err)

@@ -5,22 +5,37 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/crackbox/crackbox/internal/envvar"
 )
 
 // ErrUnknownSetting is returned by Set for a dotted key crackbox does not have.
 var ErrUnknownSetting = errors.New("unknown setting")
 
-// Keys lists every dotted key ("proxy.listen", ...) in declaration order.
-func Keys() []string {
-	var keys []string
-	walk(reflect.ValueOf(Default()).Elem(), func(key string, _ reflect.Value) {
-		keys = append(keys, key)
-	})
-	return keys
+// Crackbox is crackbox's table: every key of Config, set by
+// CRACKBOX_<SECTION>_<KEY> and, for [run] keys, also the short CRACKBOX_<KEY>.
+var Crackbox = &Table{
+	Binary:       "crackbox",
+	Example:      "crackbox.toml.example",
+	Prefix:       "CRACKBOX_",
+	Env:          crackboxEnv(),
+	Other:        envvar.Names,
+	IgnorePrefix: envvar.TestPrefix,
+	EnvHint:      "config keys are CRACKBOX_<SECTION>_<KEY>, see crackbox.toml.example",
 }
+
+func crackboxEnv() map[string][]string {
+	env := map[string][]string{}
+	for _, key := range (&Table{}).Keys(Default()) {
+		env[key] = EnvNames(key)
+	}
+	return env
+}
+
+// Keys lists every dotted key ("proxy.listen", ...) in declaration order.
+func Keys() []string { return Crackbox.Keys(Default()) }
 
 // EnvNames are the environment variables that set key, most specific first:
 // CRACKBOX_<SECTION>_<KEY>, and for [run] keys also the short CRACKBOX_<KEY>
@@ -35,47 +50,31 @@ func EnvNames(key string) []string {
 	return names
 }
 
-// Set assigns a string value to the dotted key. Lists are comma separated;
-// proxy.hosts is "name=ip[,ip...][;name=ip...]". An empty string clears the
-// value, which for a listener disables it.
-func (c *Config) Set(key, value string) error {
-	var target reflect.Value
-	walk(reflect.ValueOf(c).Elem(), func(k string, v reflect.Value) {
-		if k == key {
-			target = v
-		}
-	})
-	if !target.IsValid() {
-		return fmt.Errorf("%w %q (known: %s)", ErrUnknownSetting, key, strings.Join(Keys(), ", "))
-	}
-	if err := setValue(target, value); err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
-	return nil
-}
+// Set assigns a string value to the dotted key, as Table.Set does.
+func (c *Config) Set(key, value string) error { return Crackbox.Set(c, key, value) }
 
-// walk calls fn for each section.key field of a Config value.
-func walk(cfg reflect.Value, fn func(key string, v reflect.Value)) {
-	t := cfg.Type()
+// structOf is the struct cfg points to.
+func structOf(cfg any) reflect.Value { return reflect.ValueOf(cfg).Elem() }
+
+// walk calls fn for each leaf field of the struct v, named by the dotted path
+// of toml tags from the top. A struct field is a section and is walked into,
+// unless it reads itself from text (Duration); unexported fields and fields
+// tagged "-" are not settings.
+func walk(v reflect.Value, prefix string, fn func(key string, v reflect.Value)) {
+	t := v.Type()
 	for i := range t.NumField() {
-		section := tomlName(t.Field(i))
-		if section == "-" {
+		f := t.Field(i)
+		name := tomlName(f)
+		if name == "-" || !f.IsExported() {
 			continue
 		}
-		sv := cfg.Field(i)
-		st := sv.Type()
-		for j := range st.NumField() {
-			fn(section+"."+tomlName(st.Field(j)), sv.Field(j))
+		fv := v.Field(i)
+		if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshaler) {
+			walk(fv, prefix+name+".", fn)
+			continue
 		}
+		fn(prefix+name, fv)
 	}
-}
-
-func tomlName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-	if name == "" {
-		return strings.ToLower(f.Name)
-	}
-	return name
 }
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
@@ -97,16 +96,16 @@ func setValue(v reflect.Value, s string) error {
 			return fmt.Errorf("%q: want true or false", s)
 		}
 		v.SetBool(b)
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		if s == "" {
 			v.SetInt(0)
 			return nil
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, v.Type().Bits())
 		if err != nil {
-			return fmt.Errorf("invalid number %q", s)
+			return fmt.Errorf("invalid number %q: write a whole number, like 5", s)
 		}
-		v.SetInt(int64(n))
+		v.SetInt(n)
 	case reflect.Slice:
 		items := splitList(s, ",")
 		out := reflect.MakeSlice(v.Type(), len(items), len(items))
@@ -121,7 +120,7 @@ func setValue(v reflect.Value, s string) error {
 		for _, entry := range splitList(s, ";") {
 			name, addrs, ok := strings.Cut(entry, "=")
 			if !ok || strings.TrimSpace(name) == "" {
-				return fmt.Errorf("invalid hosts entry %q: write name=ip[,ip...], entries separated by ';'", entry)
+				return fmt.Errorf("invalid entry %q: write name=value[,value...] (proxy.hosts: name=ip[,ip...]), entries separated by ';'", entry)
 			}
 			m[strings.TrimSpace(name)] = splitList(addrs, ",")
 		}
@@ -142,23 +141,10 @@ func splitList(s, sep string) []string {
 	return out
 }
 
-// applyEnv overrides keys from CRACKBOX_* variables. A variable that is set,
-// even to the empty string, wins over the file.
-func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
-	var errs []error
-	keys := Keys()
-	sort.Strings(keys)
-	for _, key := range keys {
-		for _, name := range EnvNames(key) {
-			val, ok := lookup(name)
-			if !ok {
-				continue
-			}
-			if err := c.Set(key, val); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s: %w", name, err))
-			}
-			break
-		}
+func tomlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if name == "" {
+		return strings.ToLower(f.Name)
 	}
-	return errors.Join(errs...)
+	return name
 }
