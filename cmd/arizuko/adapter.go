@@ -47,8 +47,11 @@ really posts the test messages to chat --chat. Exits non-zero unless every
 case passes. The secret comes from $ARIZUKO_ADAPTER_SECRET or --secret.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			secret = firstNonEmpty(secret, os.Getenv("ARIZUKO_ADAPTER_SECRET"))
-			rs, err := adapter.Check(cmd.Context(), adapter.KitConfig{URL: args[0], Secret: secret, Chat: chat})
+			s, err := loadSession(os.LookupEnv, flagOverrides(map[string]string{"adapter_secret": secret})...)
+			if err != nil {
+				return err
+			}
+			rs, err := adapter.Check(cmd.Context(), adapter.KitConfig{URL: args[0], Secret: s.AdapterSecret, Chat: chat})
 			if err != nil {
 				return fmt.Errorf("%w (pass --secret and --chat)", err)
 			}
@@ -96,7 +99,7 @@ did, with that secret) and an adapter token for platform slack will do.`,
 			if r.base, r.token, err = cfg.daemonEndpoint(); err != nil {
 				return err
 			}
-			r.signing, r.bot, r.secret = os.Getenv("SLACK_SIGNING_SECRET"), os.Getenv("SLACK_BOT_TOKEN"), os.Getenv("ARIZUKO_ADAPTER_SECRET")
+			r.signing, r.bot, r.secret = os.Getenv("SLACK_SIGNING_SECRET"), os.Getenv("SLACK_BOT_TOKEN"), cfg.adapterSecret
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return r.run(ctx)

@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io/fs"
+
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/arizuko/email"
@@ -38,8 +38,9 @@ type Config struct {
 
 	file string
 	// remote and token pick a daemon to talk to: --server/$ARIZUKO_SERVER and
-	// --token/$ARIZUKO_TOKEN ("" for the token file).
-	remote, token string
+	// --token/$ARIZUKO_TOKEN ("" for the token file); adapterSecret is the
+	// session's, see session.
+	remote, token, adapterSecret string
 }
 
 // Server configures the HTTP API.
@@ -97,8 +98,8 @@ func defaultDataDir(getenv func(string) string) string {
 	return filepath.Join(home, ".local", "share", "arizuko")
 }
 
-// The environment arizuko reads, all in loadConfig; the secrets variables
-// are named in pkg/secrets, whose messages mention them.
+// The environment arizuko reads; the secrets variables are named in
+// pkg/secrets, whose messages mention them.
 const (
 	envConfig          = "ARIZUKO_CONFIG"
 	envData            = "ARIZUKO_DATA"
@@ -106,70 +107,120 @@ const (
 	envToken           = "ARIZUKO_TOKEN"
 	envObserveMessages = "ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES"
 	envObserveChars    = "ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS"
+	envAdapterSecret   = "ARIZUKO_ADAPTER_SECRET"
 )
 
-// renamedEnv are variables arizuko no longer reads, with their new names.
-// Setting one is an error rather than an alias: an un-prefixed name may be
-// meant for another program, and two names for one setting drift apart.
-var renamedEnv = map[string]string{
-	"OBSERVE_WINDOW_MESSAGES": envObserveMessages,
-	"OBSERVE_WINDOW_CHARS":    envObserveChars,
+// arizukoTable is arizuko's half of the one settings registry: the keys of
+// Config (arizuko.toml) and of session, and the variables that set them.
+// Unlike crackbox, only these keys have a variable.
+var arizukoTable = &config.Table{
+	Binary:    "arizuko",
+	Example:   "arizuko.toml.example",
+	Prefix:    "ARIZUKO_",
+	ConfigEnv: envConfig,
+	Env: map[string][]string{
+		"data_dir":                      {envData},
+		"store.url":                     {envStore},
+		"secrets.key_file":              {secrets.EnvKeyFile},
+		"turns.observe_window_messages": {envObserveMessages},
+		"turns.observe_window_chars":    {envObserveChars},
+		"server":                        {envServer},
+		"token":                         {envToken},
+		"secrets_key":                   {secrets.EnvKey},
+		"adapter_secret":                {envAdapterSecret},
+	},
+	// What arizuko sets for a turn's agent, which may run arizuko itself.
+	Other: []string{"ARIZUKO_FOLDER", "ARIZUKO_TOPIC", "ARIZUKO_TURN",
+		"ARIZUKO_SESSION", "ARIZUKO_CHAT", "ARIZUKO_MCP_SOCKET"},
+	Renamed: map[string]string{
+		"OBSERVE_WINDOW_MESSAGES": envObserveMessages,
+		"OBSERVE_WINDOW_CHARS":    envObserveChars,
+	},
+	EnvHint: "arizuko reads ARIZUKO_CONFIG, ARIZUKO_DATA, ARIZUKO_STORE, ARIZUKO_SERVER, ARIZUKO_TOKEN, ARIZUKO_SECRETS_KEY[_FILE] and ARIZUKO_TURNS_OBSERVE_WINDOW_*, see arizuko.toml.example",
 }
 
-// loadConfig is the CLI's config: the root flags over the process environment.
-func (a *app) loadConfig() (*Config, error) { return loadConfig(a, os.Getenv) }
+// session holds the settings no file may hold: the daemon a command talks
+// to, its token, and the key ring's key itself.
+type session struct {
+	Server     string `toml:"server"`      // --server, $ARIZUKO_SERVER
+	Token      string `toml:"token"`       // --token, $ARIZUKO_TOKEN
+	SecretsKey string `toml:"secrets_key"` // $ARIZUKO_SECRETS_KEY, over every key file
+	// AdapterSecret is what `arizuko adapter` signs with: --secret, $ARIZUKO_ADAPTER_SECRET.
+	AdapterSecret string `toml:"adapter_secret"`
+}
 
-// loadConfig resolves every setting once, flags over environment over file
-// over defaults. The file is --config, then $ARIZUKO_CONFIG, then
-// <data>/arizuko.toml when it exists.
-func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
-	for old, name := range renamedEnv {
-		if getenv(old) != "" {
-			return nil, fmt.Errorf("$%s is no longer read: rename it to $%s", old, name)
+// loadSession resolves the session settings alone, for commands that read no
+// config file.
+func loadSession(lookup func(string) (string, bool), flags ...config.Override) (session, error) {
+	var s session
+	err := arizukoTable.Resolve(&s, config.Source{LookupEnv: lookup, Overrides: flags})
+	return s, err
+}
+
+// rootFlags are the root's flags that set keys. As before, an empty flag
+// leaves the setting to the environment and the file.
+func (a *app) rootFlags() []config.Override {
+	return flagOverrides(map[string]string{"data_dir": a.data, "store.url": a.store, "server": a.server, "token": a.token})
+}
+
+// flagOverrides turns flag values into overrides of their keys, leaving out
+// flags not given.
+func flagOverrides(flags map[string]string) []config.Override {
+	var out []config.Override
+	for key, v := range flags {
+		if v != "" {
+			out = append(out, config.Override{Key: key, Value: v})
 		}
+	}
+	return out
+}
+
+// loadConfig is the CLI's config: the root flags, and a command's own flags
+// that set keys (serve --listen), over the process environment.
+func (a *app) loadConfig(flags ...config.Override) (*Config, error) {
+	return loadConfig(a, os.LookupEnv, flags...)
+}
+
+// loadConfig resolves every setting once through arizukoTable, flags over
+// environment over file over defaults. The file is --config, then
+// $ARIZUKO_CONFIG, then <data>/arizuko.toml when it exists.
+func loadConfig(a *app, lookup func(string) (string, bool), flags ...config.Override) (*Config, error) {
+	src := config.Source{Path: a.config, LookupEnv: lookup, Overrides: append(a.rootFlags(), flags...)}
+	var fileKeys, sessionKeys []config.Override
+	for _, o := range src.Overrides {
+		if slices.Contains(arizukoTable.Keys(&session{}), o.Key) {
+			sessionKeys = append(sessionKeys, o)
+		} else {
+			fileKeys = append(fileKeys, o)
+		}
+	}
+	src.Overrides = fileKeys
+	getenv := func(k string) string { v, _ := lookup(k); return v }
+	data, _ := arizukoTable.Preset("data_dir", src)
+	if data == "" {
+		data = defaultDataDir(getenv)
 	}
 	c := defaultConfig()
-	path := firstNonEmpty(flags.config, getenv(envConfig))
-	explicit := path != ""
-	data := firstNonEmpty(flags.data, getenv(envData))
-	if !explicit {
-		d := firstNonEmpty(data, defaultDataDir(getenv))
-		path = filepath.Join(d, "arizuko.toml")
-	}
-	err := config.DecodeFile(path, c)
-	switch {
-	case err == nil:
-		c.file = path
-	case errors.Is(err, fs.ErrNotExist) && !explicit:
-	default:
+	file, err := arizukoTable.Load(c, src, []string{filepath.Join(data, "arizuko.toml")})
+	if err != nil {
 		return nil, err
 	}
-	c.DataDir = firstNonEmpty(data, c.DataDir, defaultDataDir(getenv))
-	c.Store.URL = firstNonEmpty(flags.store, getenv(envStore), c.Store.URL)
-	if c.Routing.EngagementTTL.Duration < 0 || c.Routing.EngagementTTL.Duration > 30*24*time.Hour {
-		return nil, fmt.Errorf("%s: routing.engagement_ttl %s: want 0 to 720h", path, c.Routing.EngagementTTL.Duration)
+	c.file = file
+	s, err := loadSession(lookup, sessionKeys...)
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range []struct {
-		key string
-		v   int
-	}{{"folders", c.Limits.Folders}, {"routes", c.Limits.Routes}, {"grants", c.Limits.Grants},
-		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute},
-		{"hooks", c.Limits.Hooks}, {"schedules", c.Limits.Schedules}} {
-		if k.v < 0 {
-			return nil, fmt.Errorf("%s: limits.%s %d: want 0 (no limit) or more", path, k.key, k.v)
+	c.remote, c.token, c.Secrets.key, c.adapterSecret = s.Server, s.Token, s.SecretsKey, s.AdapterSecret
+	c.Secrets.fromEnv = s.SecretsKey != "" || arizukoTable.FromEnv("secrets.key_file", src)
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir(getenv)
+	}
+	if err := c.validate(); err != nil {
+		if file != "" {
+			return nil, fmt.Errorf("config (file %s): %w", file, err)
 		}
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := c.proxyOptions(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := c.applyEnv(getenv); err != nil {
-		return nil, err
-	}
-	if err := c.Turns.validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c.remote = firstNonEmpty(flags.server, getenv(envServer))
-	c.token = firstNonEmpty(flags.token, getenv(envToken))
 	if c.Server.TokenFile == "" {
 		c.Server.TokenFile = filepath.Join(c.DataDir, "token")
 	}
@@ -179,38 +230,32 @@ func loadConfig(flags *app, getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// applyEnv sets what the environment overrides in the file's settings.
-func (c *Config) applyEnv(getenv func(string) string) error {
-	for _, v := range []struct {
-		name string
-		dst  *int
-	}{{envObserveMessages, &c.Turns.ObserveWindowMessages}, {envObserveChars, &c.Turns.ObserveWindowChars}} {
-		s := getenv(v.name)
-		if s == "" {
-			continue
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("$%s %q: want a positive whole number", v.name, s)
-		}
-		*v.dst = n
+// validate checks what the types alone do not, all problems together.
+func (c *Config) validate() error {
+	var errs []error
+	if ttl := c.Routing.EngagementTTL.Duration; ttl < 0 || ttl > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("routing.engagement_ttl %s: want 0 to 720h", ttl))
 	}
-	if k := getenv(secrets.EnvKey); k != "" {
-		c.Secrets.key, c.Secrets.fromEnv = k, true
-	}
-	if f := getenv(secrets.EnvKeyFile); f != "" {
-		c.Secrets.KeyFile, c.Secrets.fromEnv = f, true
-	}
-	return nil
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"folders", c.Limits.Folders}, {"routes", c.Limits.Routes}, {"grants", c.Limits.Grants},
+		{"observe", c.Limits.Observe}, {"messages_per_minute", c.Limits.MessagesPerMinute},
+		{"hooks", c.Limits.Hooks}, {"schedules", c.Limits.Schedules}} {
+		if k.v < 0 {
+			errs = append(errs, fmt.Errorf("limits.%s %d: want 0 (no limit) or more", k.key, k.v))
 		}
 	}
-	return ""
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"observe_window_messages", c.Turns.ObserveWindowMessages}, {"observe_window_chars", c.Turns.ObserveWindowChars}} {
+		if k.v < 0 {
+			errs = append(errs, fmt.Errorf("turns.%s %d: want a positive whole number, or 0 for the default", k.key, k.v))
+		}
+	}
+	errs = append(errs, c.proxyOptions(), c.Turns.validate())
+	return errors.Join(errs...)
 }
 
 // proxyOptions checks [proxy] with crackbox's own validation and builds the

@@ -11,7 +11,7 @@ import (
 
 // loadWith runs the loader on flags and an environment given as a map.
 func loadWith(flags *app, env map[string]string) (*Config, error) {
-	return loadConfig(flags, func(k string) string { return env[k] })
+	return loadConfig(flags, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 }
 
 // Every setting arizuko resolves, pinned as an operator sees it: the file

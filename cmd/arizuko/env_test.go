@@ -21,7 +21,7 @@ func TestLoadConfigEnvironment(t *testing.T) {
 		envConfig: p, envData: "/from/env", envServer: "http://env:1/", envToken: "env-token",
 		envObserveChars: "1234", secrets.EnvKeyFile: "/etc/arizuko/key",
 	}
-	c, err := loadConfig(&app{server: "http://flag:2"}, func(k string) string { return vars[k] })
+	c, err := loadWith(&app{server: "http://flag:2"}, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestBadEnvironmentRefused(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
 		{"OBSERVE_WINDOW_MESSAGES=5", "rename it to $ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES"},
 		{"OBSERVE_WINDOW_CHARS=5", "rename it to $ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS"},
-		{"ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS=lots", `$ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS "lots": want a positive whole number`},
+		{"ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS=lots", `environment ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS: turns.observe_window_chars: invalid number "lots": write a whole number`},
 		{"ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES=-1", "want a positive whole number"},
 	} {
 		ce := append(append([]string{}, e...), c.env)

@@ -74,6 +74,7 @@ func setupLog(level string) error {
 }
 
 func main() {
+	arizukoTable.WarnUnknown(os.Stderr, os.Environ())
 	err := newRootCmd().Execute()
 	if err == nil {
 		return

@@ -39,21 +39,19 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 		// Replaces the root's hook: the runner logs at info unless told.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.loadConfig(flagOverrides(map[string]string{
+				"fleet.nats": natsURL, "fleet.creds": creds, "fleet.nkey": nkey, "fleet.ca": ca})...)
 			if err != nil {
 				return err
 			}
 			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
 				return err
 			}
-			natsURL = firstNonEmpty(natsURL, cfg.Fleet.NATS)
 			fc := cfg.Fleet
-			fc.NATS, fc.insecure = natsURL, insecureNATS
-			fc.Creds, fc.NKey, fc.CA = firstNonEmpty(creds, fc.Creds), firstNonEmpty(nkey, fc.NKey), firstNonEmpty(ca, fc.CA)
-			server := firstNonEmpty(a.server, os.Getenv("ARIZUKO_SERVER"))
-			token := firstNonEmpty(a.token, os.Getenv("ARIZUKO_TOKEN"))
+			fc.insecure = insecureNATS
+			server, token := cfg.remote, cfg.token
 			switch {
-			case natsURL == "":
+			case fc.NATS == "":
 				return fmt.Errorf("runner: no NATS: pass --nats nats://host:4222 or set fleet.nats")
 			case server == "" || token == "":
 				return fmt.Errorf("runner: pass --server (the control plane's URL) and --token (`arizuko token add NAME --kind runner`)")

@@ -37,16 +37,15 @@ secrets.key_file or <data>/secrets.key names).`,
 		// which RunE knows only once the config is read.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.loadConfig(flagOverrides(map[string]string{"server.listen": listen, "fleet.nats": natsURL})...)
 			if err != nil {
 				return err
 			}
 			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
 				return err
 			}
-			cfg.Fleet.NATS = firstNonEmpty(natsURL, cfg.Fleet.NATS)
 			cfg.Fleet.insecure = insecureNATS
-			return serve(cmd.Context(), cfg, firstNonEmpty(listen, cfg.Server.Listen))
+			return serve(cmd.Context(), cfg, cfg.Server.Listen)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on (default server.listen, "+defaultListen+")")
