@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/secrets"
@@ -133,5 +135,72 @@ engagement_ttl = "5m"
 		if got := get[c.what](cfg); got != c.want {
 			t.Errorf("%s: %s = %q, want %q", c.name, c.what, got, c.want)
 		}
+	}
+}
+
+// A command's own flags (serve --listen, runner --nats-creds) win over the
+// file through the same table; an empty flag leaves the file's value.
+func TestCommandFlagsOverFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "arizuko.toml")
+	os.WriteFile(p, []byte("[server]\nlisten = \"127.0.0.1:1111\"\n[fleet]\nnats = \"nats://file:4222\"\ncreds = \"/file/creds\"\n"), 0o600)
+	c, err := loadConfig(&app{config: p}, func(string) (string, bool) { return "", false },
+		flagOverrides(map[string]string{"server.listen": "127.0.0.1:2222", "fleet.nats": "nats://flag:4222", "fleet.creds": ""})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:2222" || c.Fleet.NATS != "nats://flag:4222" || c.Fleet.Creds != "/file/creds" {
+		t.Fatalf("listen %q nats %q creds %q", c.Server.Listen, c.Fleet.NATS, c.Fleet.Creds)
+	}
+}
+
+// Bad input in arizuko.toml or the environment gets the error crackbox gives
+// for its own: the place, the key or variable, and the fix.
+func TestConfigBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, file string
+		env        map[string]string
+		want       []string
+	}{
+		{"unknown key", "[turns]\nmax_guests = 3\n", nil, []string{":2:1", `"turns.max_guests"`, "unknown key", "arizuko.toml.example"}},
+		{"wrong type in the file", "[limits]\nfolders = \"many\"\n", nil, []string{":2", `"limits.folders"`, "wrong type"}},
+		{"wrong type in the env", "", map[string]string{envObserveMessages: "lots"},
+			[]string{"environment ARIZUKO_TURNS_OBSERVE_WINDOW_MESSAGES: turns.observe_window_messages: invalid number \"lots\": write a whole number"}},
+		{"negative in the file", "[turns]\nobserve_window_chars = -5\n", nil, []string{"turns.observe_window_chars -5: want a positive whole number"}},
+		{"negative in the env", "", map[string]string{envObserveChars: "-5"}, []string{"turns.observe_window_chars -5: want a positive whole number"}},
+		{"renamed variable", "", map[string]string{"OBSERVE_WINDOW_CHARS": "5"}, []string{"$OBSERVE_WINDOW_CHARS is no longer read: rename it to $ARIZUKO_TURNS_OBSERVE_WINDOW_CHARS"}},
+		{"config file from env missing", "", map[string]string{envConfig: filepath.Join(dir, "nope.toml")}, []string{"given with $ARIZUKO_CONFIG does not exist"}},
+	} {
+		p := filepath.Join(dir, "arizuko.toml")
+		os.WriteFile(p, []byte(c.file), 0o600)
+		flags := &app{config: p}
+		if c.env[envConfig] != "" {
+			flags = &app{}
+		}
+		_, err := loadWith(flags, c.env)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", c.name, err, w)
+			}
+		}
+	}
+}
+
+// arizuko warns about ARIZUKO_* variables it does not read, as crackbox does
+// about CRACKBOX_*, and knows every variable it reads.
+func TestUnknownVariableWarned(t *testing.T) {
+	var out bytes.Buffer
+	env := []string{"ARIZUKO_DATTA=/x", "ARIZUKO_MCP_SOCKET=/s", "HOME=/root"}
+	for _, n := range []string{envConfig, envData, envStore, envServer, envToken, envObserveMessages, envObserveChars,
+		envAdapterSecret, secrets.EnvKey, secrets.EnvKeyFile} {
+		env = append(env, n+"=x")
+	}
+	arizukoTable.WarnUnknown(&out, env)
+	if got := out.String(); !strings.HasPrefix(got, "arizuko: warning: ignoring unknown environment variable ARIZUKO_DATTA (") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("warnings:\n%s", got)
 	}
 }
