@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -202,5 +203,28 @@ func TestUnknownVariableWarned(t *testing.T) {
 	arizukoTable.WarnUnknown(&out, env)
 	if got := out.String(); !strings.HasPrefix(got, "arizuko: warning: ignoring unknown environment variable ARIZUKO_DATTA (") || strings.Count(got, "\n") != 1 {
 		t.Fatalf("warnings:\n%s", got)
+	}
+}
+
+// The README's list of arizuko's variables is the table's: each variable a
+// key or the session reads is named there with its key.
+func TestReadmeNamesEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	for key, names := range arizukoTable.Env {
+		for _, n := range names {
+			if !strings.Contains(readme, "`"+n+"`") {
+				t.Errorf("README does not name $%s (sets %s)", n, key)
+			}
+		}
+		if !slices.Contains(arizukoTable.Keys(&session{}), key) && !strings.Contains(readme, "`"+key+"`") && !strings.HasPrefix(key, "turns.observe_window_") {
+			t.Errorf("README does not name key %s beside its variable", key)
+		}
+	}
+	if !strings.Contains(readme, "`"+arizukoTable.ConfigEnv+"`") {
+		t.Errorf("README does not name $%s", arizukoTable.ConfigEnv)
 	}
 }

@@ -1,10 +1,12 @@
-// Package config loads crackbox's TOML configuration: strict decoding, file
-// lookup, CRACKBOX_* environment overrides, flag overrides and validation.
+// Package config loads TOML configuration: strict decoding, file lookup,
+// environment overrides, flag overrides and, for crackbox, validation.
 //
-// It serves both binaries. Config and Load are crackbox's schema and loader;
-// arizuko's loader (cmd/arizuko) decodes arizuko.toml with DecodeFile, uses
-// Duration, and embeds Proxy, checked by the same Validate and built by the
-// same RunOptions, so a [proxy] key means one thing in either file.
+// It serves both binaries. A Table is one binary's settings registry; both
+// load through one (Crackbox here, arizuko's in cmd/arizuko), so precedence,
+// errors and the unknown-variable warning are the same in either. Config and
+// Load are crackbox's schema and loader; arizuko.toml uses Duration and embeds
+// Proxy, checked by the same Validate and built by the same RunOptions, so a
+// [proxy] key means one thing in either file.
 package config
 
 import (
