@@ -157,8 +157,8 @@ func loadSession(lookup func(string) (string, bool), flags ...config.Override) (
 	return s, err
 }
 
-// rootFlags are the root's flags that set keys. As before, an empty flag
-// leaves the setting to the environment and the file.
+// rootFlags are the root's flags that set keys. An empty flag leaves the
+// setting to the environment and the file.
 func (a *app) rootFlags() []config.Override {
 	return flagOverrides(map[string]string{"data_dir": a.data, "store.url": a.store, "server": a.server, "token": a.token})
 }
@@ -187,8 +187,9 @@ func (a *app) loadConfig(flags ...config.Override) (*Config, error) {
 func loadConfig(a *app, lookup func(string) (string, bool), flags ...config.Override) (*Config, error) {
 	src := config.Source{Path: a.config, LookupEnv: lookup, Overrides: append(a.rootFlags(), flags...)}
 	var fileKeys, sessionKeys []config.Override
+	inSession := arizukoTable.Keys(&session{})
 	for _, o := range src.Overrides {
-		if slices.Contains(arizukoTable.Keys(&session{}), o.Key) {
+		if slices.Contains(inSession, o.Key) {
 			sessionKeys = append(sessionKeys, o)
 		} else {
 			fileKeys = append(fileKeys, o)
