@@ -20,12 +20,8 @@ func withCrackboxEnv(r *turn.JailRunner, lookup func(string) (string, bool)) *tu
 		if *f.dst != "" {
 			continue
 		}
-		for _, name := range config.EnvNames(f.key) {
-			if v, ok := lookup(name); ok && v != "" {
-				*f.dst = v
-				break
-			}
-		}
+		// crackbox's own table reads them, so a name means what it does to crackbox run.
+		*f.dst, _ = config.Crackbox.Preset(f.key, config.Source{LookupEnv: lookup})
 	}
 	return r
 }
