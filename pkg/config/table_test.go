@@ -62,7 +62,9 @@ func TestTablePrecedence(t *testing.T) {
 		{"config env names the file", Source{LookupEnv: envMap(map[string]string{"TOOL_CONFIG": other})}, func(c *tableCfg) bool { return c.DataDir == "/other" }},
 		{"config flag over config env", Source{Path: file, LookupEnv: envMap(map[string]string{"TOOL_CONFIG": other})}, func(c *tableCfg) bool { return c.DataDir == "/file" }},
 		{"env over file", Source{Path: file, LookupEnv: envMap(map[string]string{"TOOL_DATA": "/env", "TOOL_FLEET_REPLICAS": "5"})},
-			func(c *tableCfg) bool { return c.DataDir == "/env" && c.Fleet.Replicas == 5 && c.Store.URL == "pg://file" }},
+			func(c *tableCfg) bool {
+				return c.DataDir == "/env" && c.Fleet.Replicas == 5 && c.Store.URL == "pg://file"
+			}},
 		{"set-but-empty env clears", Source{Path: file, LookupEnv: envMap(map[string]string{"TOOL_STORE": ""})}, func(c *tableCfg) bool { return c.Store.URL == "" }},
 		{"flag over env", Source{Path: file, LookupEnv: envMap(map[string]string{"TOOL_DATA": "/env"}),
 			Overrides: []Override{{"data_dir", "/flag"}, {"fleet.home.max_bytes", "9"}, {"fleet.require", "a=x,y;b=z"}}},
