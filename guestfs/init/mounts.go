@@ -47,7 +47,7 @@ func baseMounts() error {
 // It is detached afterwards, so the command never sees a lower share unmasked.
 const staging = "/.crackbox"
 
-// roLower9p mounts a read-only lower (/usr, /etc, /opt). The 9p client allocates and
+// roLower9p mounts a read-only QEMU virtio-9p lower (/usr, /opt). The 9p client allocates and
 // zeroes an msize buffer for every directory it lists and maps it into each readdir
 // request: under TCG listing a small directory cost 2.5 times what it does at 64 KiB.
 // Readahead then fetches 64 KiB per request, which read a 25 MiB file no slower.
