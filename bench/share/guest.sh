@@ -62,7 +62,10 @@ build)
     cd /
   done ;;
 reads)
+  # The first pass over /usr also looks every directory up; later ones only list them.
+  t findcold usr sh -c 'find /usr/include | wc -l'
   mkdir -p /tmp/inc; cp -a /usr/include/. /tmp/inc/; cp "$3" /tmp/big
+  t findcold tmp sh -c 'find /tmp/inc | wc -l'
   t findusr usr sh -c 'find /usr/include | wc -l'
   t findusr tmp sh -c 'find /tmp/inc | wc -l'
   echo 3 > /proc/sys/vm/drop_caches
