@@ -13,6 +13,8 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/initramfs"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
@@ -107,7 +109,7 @@ func doctorChecks(r config.Run) []check {
 	doctorAccel(line, r.Accel, jail.ProbeHost())
 	doctorVMMJail(line, os.Geteuid())
 
-	if q, err := jail.FindQEMU(); err != nil {
+	if q, err := install.FindQEMU(); err != nil {
 		line(false, true, "qemu", err.Error(), "apt-get install qemu-system-x86")
 	} else {
 		out, _ := exec.Command(q, "--version").Output()
@@ -116,17 +118,17 @@ func doctorChecks(r config.Run) []check {
 	}
 
 	cache := cacheDir(r)
-	if k, err := jail.FindKernel(r.Kernel, cache); err != nil {
+	if k, err := install.FindKernel(r.Kernel, cache); err != nil {
 		line(false, true, "kernel", err.Error(), "make kernel (guestfs/kernel/build.sh)")
 	} else {
 		line(true, true, "kernel", k, "")
 	}
 
-	if gi, err := jail.FindGuestInit(r.GuestInit); err != nil {
+	if gi, err := install.FindGuestInit(r.GuestInit); err != nil {
 		line(false, true, "guest-init", err.Error(), "make guest-init, then put bin/guest-init next to crackbox or set CRACKBOX_GUEST_INIT")
 	} else {
 		line(true, true, "guest-init", gi, "")
-		if p, err := jail.EnsureInitramfs(gi, cache); err != nil {
+		if p, err := initramfs.Ensure(gi, cache); err != nil {
 			line(false, true, "initramfs", err.Error(), "check that "+cache+" is writable")
 		} else {
 			line(true, true, "initramfs", p, "")
@@ -159,11 +161,11 @@ func doctorChecks(r config.Run) []check {
 	}
 	line(true, false, "snapshots", snapDetail, "")
 
-	if _, err := os.Stat(jail.VirtiofsdPath); err != nil {
+	if _, err := os.Stat(install.Virtiofsd); err != nil {
 		req := os.Geteuid() == 0
-		line(false, req, "virtiofsd", jail.VirtiofsdPath+" missing: as root, shares need it", "apt-get install qemu-system-common")
+		line(false, req, "virtiofsd", install.Virtiofsd+" missing: as root, shares need it", "apt-get install qemu-system-common")
 	} else {
-		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
+		line(true, false, "virtiofsd", install.Virtiofsd, "")
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // The CLI benchmarks below time the crackbox binary named by $CRACKBOX_BENCH_BIN
@@ -196,7 +197,7 @@ func (c *cliBench) runFloor(b *testing.B, argv []string) (wall, initGuest, initH
 			go func() { io.Copy(io.Discard, conn); conn.Close() }()
 		}
 	}()
-	qemu, err := jail.FindQEMU()
+	qemu, err := install.FindQEMU()
 	if err != nil {
 		b.Fatal(err)
 	}

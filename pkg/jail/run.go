@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // ctlTimeout bounds how long QEMU may take to connect the control port; it does so while
@@ -130,7 +131,7 @@ type prepared struct {
 
 // prepare validates s and finds everything the guest boots from.
 func prepare(s Spec, log *slog.Logger) (*prepared, error) {
-	qemu, err := FindQEMU()
+	qemu, err := install.FindQEMU()
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +152,9 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 		return nil, err
 	}
 	if b.cache == "" {
-		b.cache = CacheDir()
+		b.cache = install.CacheDir()
 	}
-	kernel, err := FindKernel(s.Kernel, b.cache)
+	kernel, err := install.FindKernel(s.Kernel, b.cache)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +172,9 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if ok, why := snapshotCompatible(snapInputOf(b.p, b.snapMode)); !ok && b.snapMode == SnapshotOn {
 		return nil, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
 	}
-	gi, err := FindGuestInit(s.GuestInit)
+	gi, err := install.FindGuestInit(s.GuestInit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
 	initrd, err := mk.initramfs(gi, b.cache)
 	if err != nil {

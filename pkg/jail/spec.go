@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // Sentinel errors callers branch on.
@@ -32,9 +33,9 @@ var (
 	// an exit frame. The error text names the kept console log.
 	ErrGuestCrashed = errors.New("jail: guest crashed")
 	// ErrNoKernel: no guest kernel was found.
-	ErrNoKernel = errors.New("jail: no guest kernel")
+	ErrNoKernel = install.ErrNoKernel
 	// ErrNoQEMU: qemu-system-x86_64 is not installed.
-	ErrNoQEMU = errors.New("jail: qemu-system-x86_64 not found")
+	ErrNoQEMU = install.ErrNoQEMU
 	// ErrBadSpec: the Spec is invalid (a bad volume, a refused share, a bad env entry...).
 	ErrBadSpec = errors.New("jail: bad spec")
 )
@@ -160,9 +161,9 @@ type Spec struct {
 	Signals        <-chan int       // signal numbers forwarded to the command
 	Resize         <-chan [2]uint16 // rows, cols
 
-	Kernel    string // default: see FindKernel
-	GuestInit string // default: see FindGuestInit
-	CacheDir  string // kernels, initramfs images and snapshots; default: CacheDir()
+	Kernel    string // default: see install.FindKernel
+	GuestInit string // default: see install.FindGuestInit
+	CacheDir  string // kernels, initramfs images and snapshots; default: install.CacheDir()
 	Accel     string // "auto" (default), "kvm" or "tcg"
 	Machine   string // "microvm" (default) or "q35"
 	CPUs      int    // default 1

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // ErrSystemShare is wrapped when a read-write share is a system directory or
@@ -35,7 +37,7 @@ func checkSystemShare(host string, s Spec) error {
 	}
 	own := []string{s.CacheDir, s.RunDirBase}
 	if own[0] == "" {
-		own[0] = CacheDir()
+		own[0] = install.CacheDir()
 	}
 	if own[1] == "" {
 		own[1] = DefaultRunDirBase()

@@ -73,10 +73,10 @@ type Runner interface {
 // JailRunner runs each attempt in its own guest through jail.Run, with the
 // per-run network from netjail.
 type JailRunner struct {
-	Kernel    string // "" = jail.FindKernel's default
+	Kernel    string // "" = install.FindKernel's default
 	GuestInit string
 	Accel     string
-	CacheDir  string // kernels, initramfs images, snapshots; "" = jail.CacheDir()
+	CacheDir  string // kernels, initramfs images, snapshots; "" = install.CacheDir()
 	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
 	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
 	Proxy     proxy.Options
