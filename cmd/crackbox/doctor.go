@@ -16,6 +16,7 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 	"github.com/crackbox/crackbox/pkg/jail/install"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // newDoctorCmd builds crackbox doctor.
@@ -138,9 +139,9 @@ func doctorChecks(r config.Run) []check {
 	// The host side speaks virtio-serial only; guest-init's vsock dialer has no peer.
 	line(true, false, "control", "yamux over virtio-serial (vsock is not used)", "")
 
-	base := jail.DefaultRunDirBase()
-	if note, err := jail.CheckRunDirBase(base); err != nil {
-		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+jail.RunDirBaseEnv)
+	base := rundir.DefaultBase()
+	if note, err := rundir.CheckBase(base); err != nil {
+		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+rundir.BaseEnv)
 	} else if note != "" {
 		line(true, true, "run dir", note, "")
 	} else {

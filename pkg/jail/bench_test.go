@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/jailtest"
-	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 	"github.com/crackbox/crackbox/pkg/jail/install"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // The CLI benchmarks below time the crackbox binary named by $CRACKBOX_BENCH_BIN
@@ -161,7 +161,7 @@ func (c *cliBench) floorArgv(b *testing.B, argv []string) []string {
 			a = "socket,id=qmp,path=" + filepath.Join(dir, "qmp.sock") + ",server=on,wait=off"
 		case strings.HasPrefix(a, "socket,id=ctl,"):
 			a = "socket,id=ctl,path=" + filepath.Join(dir, "ctl.sock")
-		case strings.HasPrefix(a, "local,") && strings.Contains(a, "path="+jail.DefaultRunDirBase()):
+		case strings.HasPrefix(a, "local,") && strings.Contains(a, "path="+rundir.DefaultBase()):
 			// The run's placeholder shares went with its run dir.
 			a = regexp.MustCompile(`path=[^,]+`).ReplaceAllString(a, "path="+empty)
 		}

@@ -170,7 +170,7 @@ type Spec struct {
 	MemoryMiB int    // default 512
 	// Timeout bounds the whole run, boot included; 0 = none.
 	Timeout    time.Duration
-	RunDirBase string // default: DefaultRunDirBase(); created or repaired by EnsureRunDirBase
+	RunDirBase string // default: rundir.DefaultBase(); created or repaired by rundir.EnsureBase
 	Debug      bool
 	Log        *slog.Logger
 	// HostNotes, when set, gets in one call before the guest starts what this host

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/jail/install"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // ErrSystemShare is wrapped when a read-write share is a system directory or
@@ -40,7 +41,7 @@ func checkSystemShare(host string, s Spec) error {
 		own[0] = install.CacheDir()
 	}
 	if own[1] == "" {
-		own[1] = DefaultRunDirBase()
+		own[1] = rundir.DefaultBase()
 	}
 	for _, d := range append(own, s.StateDirs...) {
 		if d == "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // qemuSeen is what the host can read about a running guest's QEMU.
@@ -35,7 +36,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	jailtest.Require(t)
 	canary := "canary-" + strconv.Itoa(os.Getpid())
 	t.Setenv("CRACKBOX_TEST_CANARY", canary)
-	held, release, err := jail.ClaimVMMUID(jail.DefaultRunDirBase())
+	held, release, err := jail.ClaimVMMUID(rundir.DefaultBase())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 			t.Errorf("share server %d's environ holds more than its configuration: %q", h.pid, h.environ)
 		}
 	}
-	claim := filepath.Join(jail.DefaultRunDirBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
+	claim := filepath.Join(rundir.DefaultBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
 	if _, err := os.Stat(claim); err == nil {
 		t.Errorf("uid claim %s outlived its run", claim)
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/crackbox/crackbox/internal/proc"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // The per-run QEMU identities. Each run that drops privileges claims one uid (and the gid
@@ -50,7 +51,7 @@ type uidClaim struct {
 // claimVMMUID takes the first uid of the block that nothing else holds.
 func claimVMMUID(base string) (*uidClaim, error) {
 	// The base must stay traversable for QEMU's uid, as newRunDir makes it.
-	if err := EnsureRunDirBase(base); err != nil {
+	if err := rundir.EnsureBase(base); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(base, uidClaimDir)

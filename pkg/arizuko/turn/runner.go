@@ -78,7 +78,7 @@ type JailRunner struct {
 	Accel     string
 	CacheDir  string // kernels, initramfs images, snapshots; "" = install.CacheDir()
 	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
-	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
+	RunsDir   string // the run dir base of guests and their network claims; "" = rundir.DefaultBase()
 	Proxy     proxy.Options
 	Timeout   time.Duration // whole attempt, boot included; 0 = 30 min
 	Snapshot  string        // jail.Spec.Snapshot: "" (auto), on or off
