@@ -13,6 +13,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 	"github.com/crackbox/crackbox/pkg/jail/install"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
@@ -107,7 +108,7 @@ func collect(out *[]check) lineFunc {
 func doctorChecks(r config.Run) []check {
 	var out []check
 	line := collect(&out)
-	doctorAccel(line, r.Accel, jail.ProbeHost())
+	doctorAccel(line, r.Accel, host.Probe())
 	doctorVMMJail(line, os.Geteuid())
 
 	if q, err := install.FindQEMU(); err != nil {
@@ -173,8 +174,8 @@ func doctorChecks(r config.Run) []check {
 
 // doctorAccel reports the accelerator a run would use; the /dev/kvm check is the one
 // Run makes, for the user QEMU runs as, and its fix names the cause.
-func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
-	acc, why, err := jail.ChooseAccel(accel, probe)
+func doctorAccel(line lineFunc, accel string, probe host.Facts) {
+	acc, why, err := host.ChooseAccel(accel, probe)
 	if err != nil {
 		fix := "use --accel auto or tcg"
 		if probe.KVMFix != "" {

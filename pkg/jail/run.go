@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
@@ -135,13 +136,13 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	accel, why, err := ChooseAccel(s.Accel, ProbeHost())
+	accel, why, err := host.ChooseAccel(s.Accel, host.Probe())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
 	kvmGID := -1
 	if accel == AccelKVM {
-		kvmGID = kvmDeviceGID()
+		kvmGID = host.KVMGroup()
 	}
 	b := &prepared{cache: s.CacheDir}
 	if b.snapMode, err = snapshotMode(s.Snapshot); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/internal/testreq"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 // TestStreamSharesPrestarted: every stream share has its server running before the guest
@@ -70,7 +71,7 @@ func TestStreamSharesLowerAsRunUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &plan{lowers: []share{{Tag: "etc", Host: etc, Target: "/etc", FS: FSStream, ReadOnly: true}}}
-	const runUID = VMMUIDBase + 0xfff1
+	const runUID = host.VMMUIDBase + 0xfff1
 	for _, c := range []struct {
 		name string
 		id   *vmmIdentity

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
@@ -82,7 +83,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	}
 	q := seen[0]
 	selfNS, _ := os.Readlink("/proc/self/ns/pid")
-	if q.uid < jail.VMMUIDBase || q.uid >= jail.VMMUIDBase+jail.VMMUIDCount {
+	if q.uid < host.VMMUIDBase || q.uid >= host.VMMUIDBase+host.VMMUIDCount {
 		t.Errorf("QEMU %d runs as uid %d, outside the vmm block", q.pid, q.uid)
 	}
 	if q.uid == int(held) {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crackbox/crackbox/internal/proc"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 // The VMM jail, shaped after Firecracker's jailer: QEMU starts in new mount, pid, ipc,
@@ -286,7 +287,7 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 		}
 	}
 	if st.accel == AccelKVM {
-		j.device(KVMDevice)
+		j.device(host.KVMDevice)
 	}
 	if cfg.TapName != "" {
 		// QEMU opens the tap by name, which only works in the host's network namespace.
