@@ -199,12 +199,12 @@ func doctorAccel(line lineFunc, accel string, probe host.Facts) {
 func doctorVMMJail(line lineFunc, euid int) {
 	if euid != 0 {
 		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
-	} else if err := jail.VMMJailKernel(); err != nil {
+	} else if err := host.VMMJailKernel(); err != nil {
 		line(false, true, "vmm jail", err.Error(), "upgrade the host kernel to Linux 5.8 or later")
 	} else {
 		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
 	}
-	if v2, err := jail.CgroupSupportFor(euid); err != nil {
+	if v2, err := host.CgroupSupport(euid); err != nil {
 		line(false, false, "vmm cgroup", err.Error(), "run as root on a host with cgroup v2 (or v1 memory, pids and cpu hierarchies)")
 	} else {
 		kind := "v1"

@@ -68,20 +68,6 @@ type vmmJail struct {
 // the overflow uid.
 var ErrNoVMMJail = errors.New("jail: crackbox is unprivileged, so QEMU runs as the caller without its own namespaces or mount view")
 
-// ErrSharedProcfs means the kernel (before Linux 5.8) gives a pid namespace one procfs
-// whose mount options every mount shares, so the jail's /proc cannot hide the host's
-// processes from QEMU; the run is refused rather than started with that view.
-var ErrSharedProcfs = errors.New("jail: this kernel shares one /proc per pid namespace (Linux before 5.8), so QEMU's jail cannot hide the host's processes; run crackbox on Linux 5.8 or later")
-
-// VMMJailKernel says whether this kernel can give the jail a /proc of its own: nil, or
-// ErrSharedProcfs (every root run would be refused).
-func VMMJailKernel() error {
-	if !kernelAtLeast(5, 8) {
-		return ErrSharedProcfs
-	}
-	return nil
-}
-
 // newVMMJail prepares a jail rooted at root (an empty dir is made there) for a process
 // running as id (nil: crackbox's own user) in leaf (nil: no cgroup).
 func newVMMJail(root string, id *vmmIdentity, leaf *cgroupLeaf) (*vmmJail, error) {
@@ -307,7 +293,7 @@ func vmmConfinement(runID string, p *plan, euid int) (*cgroupLeaf, *HostNote) {
 		return nil, nil
 	}
 	if euid != 0 {
-		_, err := CgroupSupportFor(euid)
+		_, err := host.CgroupSupport(euid)
 		missing = append(missing, ErrNoVMMJail.Error(), err.Error())
 	} else if l, err := newCgroupLeaf(runID, vmmLimits(p.memMiB, p.cpus)); err != nil {
 		missing = append(missing, err.Error())
