@@ -18,8 +18,8 @@ const lowerScript = `mount --make-rprivate / && mount -t tmpfs -o mode=0755 tmpf
 // only to the owner or CAP_FOWNER over a mapped owner. The guest sees every owner one
 // higher (host root as uid 1).
 var lowerIDMap = []syscall.SysProcIDMap{
-	{ContainerID: 0, HostID: NobodyUID, Size: 1},
-	{ContainerID: 1, HostID: 0, Size: NobodyUID},
+	{ContainerID: 0, HostID: nobodyUID, Size: 1},
+	{ContainerID: 1, HostID: 0, Size: nobodyUID},
 }
 
 // lowerFsdCmd serves a read-only lower of the host view (/usr, /etc, /opt) as nobody: a

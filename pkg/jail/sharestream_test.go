@@ -78,8 +78,8 @@ func TestStreamSharesLowerAsRunUID(t *testing.T) {
 		want int
 	}{
 		{"claimed", &vmmIdentity{UID: runUID, GID: runUID, PerRun: true, claim: &uidClaim{UID: runUID}}, runUID},
-		{"unclaimed placeholder", perRunIdentity(nil), NobodyUID},
-		{"none", nil, NobodyUID},
+		{"unclaimed placeholder", perRunIdentity(nil), nobodyUID},
+		{"none", nil, nobodyUID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStreamShares(p, 0, io.Discard, slog.New(slog.DiscardHandler))

@@ -4,9 +4,11 @@
 // per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
 // /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
 // drives the control session (session.go), and tears everything down again.
-// The other exported names are the parts of Run that `crackbox doctor`, `crackbox
-// setup` and `crackbox gc` show or redo on their own (host probes, install lookup,
-// the run dir base, GC), so those commands report and clean up exactly what Run does.
+// The rest of the API is what a caller of Run needs: Spec and its option types and
+// constants, Result, and the sentinel errors to branch on; GC removes what killed runs
+// left behind. What Run looks up on the host lives in the packages beneath it, which
+// `crackbox doctor` and `crackbox setup` call too: host (kvm, accelerator, cgroup and
+// kernel probes), install (kernel, guest-init, QEMU, cache) and rundir (the run dir base).
 //
 // It reads no CRACKBOX_* environment: the kernel, guest-init, accelerator, cache and
 // snapshot mode come in the Spec (crackbox maps them in pkg/config, arizuko in its turns

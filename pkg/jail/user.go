@@ -37,8 +37,8 @@ func invokingUser() User {
 
 // Nobody is the owner lowerfsd maps the daemon's namespace root to.
 const (
-	NobodyUID = 65534
-	NobodyGID = 65534
+	nobodyUID = 65534
+	nobodyGID = 65534
 )
 
 // vmmIdentity is the uid/gid QEMU runs under.
