@@ -6,7 +6,7 @@
 //	cmd/arizuko/        arizuko: agent tenancy on the same engine
 //	guestfs/            inside the guest: guest-init's main, the syscall probe, the kernel build
 //	pkg/jail/           the engine both binaries run: one throwaway guest per command
-//	    control/ guest/ initramfs/ netjail/ runrec/ sharefs/
+//	    control/ guest/ host/ initramfs/ install/ netjail/ rundir/ runrec/ sharefs/
 //	pkg/proxy/          the egress proxy and what its decisions are made of
 //	    allow/ dest/ dns/ inject/
 //	pkg/admin/          the proxy daemon's admin API and state

@@ -18,4 +18,4 @@ export CRACKBOX_RUN_DIR=$fresh/run CRACKBOX_CACHE=$fresh/cache
 export CRACKBOX_KERNEL CRACKBOX_GUEST_INIT
 CGO_ENABLED=1 $GO test -race -count=1 -timeout 20m \
   -run 'TestFreshHost|TestPrepareTapWithBusyHostPorts|TestJailedGuestThroughServices|TestEnsureRunDirBase' \
-  ./cmd/crackbox ./pkg/jail/netjail ./pkg/jail
+  ./cmd/crackbox ./pkg/jail/netjail ./pkg/jail/rundir

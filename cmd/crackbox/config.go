@@ -9,7 +9,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/logsetup"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // flagBind ties a command-line flag to the config key it overrides.
@@ -59,5 +59,5 @@ func cacheDir(r config.Run) string {
 	if r.Cache != "" {
 		return r.Cache
 	}
-	return jail.CacheDir()
+	return install.CacheDir()
 }

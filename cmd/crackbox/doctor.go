@@ -13,7 +13,11 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/host"
+	"github.com/crackbox/crackbox/pkg/jail/initramfs"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // newDoctorCmd builds crackbox doctor.
@@ -104,10 +108,10 @@ func collect(out *[]check) lineFunc {
 func doctorChecks(r config.Run) []check {
 	var out []check
 	line := collect(&out)
-	doctorAccel(line, r.Accel, jail.ProbeHost())
+	doctorAccel(line, r.Accel, host.Probe())
 	doctorVMMJail(line, os.Geteuid())
 
-	if q, err := jail.FindQEMU(); err != nil {
+	if q, err := install.FindQEMU(); err != nil {
 		line(false, true, "qemu", err.Error(), "apt-get install qemu-system-x86")
 	} else {
 		out, _ := exec.Command(q, "--version").Output()
@@ -116,17 +120,17 @@ func doctorChecks(r config.Run) []check {
 	}
 
 	cache := cacheDir(r)
-	if k, err := jail.FindKernel(r.Kernel, cache); err != nil {
+	if k, err := install.FindKernel(r.Kernel, cache); err != nil {
 		line(false, true, "kernel", err.Error(), "make kernel (guestfs/kernel/build.sh)")
 	} else {
 		line(true, true, "kernel", k, "")
 	}
 
-	if gi, err := jail.FindGuestInit(r.GuestInit); err != nil {
+	if gi, err := install.FindGuestInit(r.GuestInit); err != nil {
 		line(false, true, "guest-init", err.Error(), "make guest-init, then put bin/guest-init next to crackbox or set CRACKBOX_GUEST_INIT")
 	} else {
 		line(true, true, "guest-init", gi, "")
-		if p, err := jail.EnsureInitramfs(gi, cache); err != nil {
+		if p, err := initramfs.Ensure(gi, cache); err != nil {
 			line(false, true, "initramfs", err.Error(), "check that "+cache+" is writable")
 		} else {
 			line(true, true, "initramfs", p, "")
@@ -136,9 +140,9 @@ func doctorChecks(r config.Run) []check {
 	// The host side speaks virtio-serial only; guest-init's vsock dialer has no peer.
 	line(true, false, "control", "yamux over virtio-serial (vsock is not used)", "")
 
-	base := jail.DefaultRunDirBase()
-	if note, err := jail.CheckRunDirBase(base); err != nil {
-		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+jail.RunDirBaseEnv)
+	base := rundir.DefaultBase()
+	if note, err := rundir.CheckBase(base); err != nil {
+		line(false, true, "run dir", err.Error(), "rm -rf "+base+" (crackbox recreates it), or set "+rundir.BaseEnv)
 	} else if note != "" {
 		line(true, true, "run dir", note, "")
 	} else {
@@ -159,19 +163,19 @@ func doctorChecks(r config.Run) []check {
 	}
 	line(true, false, "snapshots", snapDetail, "")
 
-	if _, err := os.Stat(jail.VirtiofsdPath); err != nil {
+	if _, err := os.Stat(install.Virtiofsd); err != nil {
 		req := os.Geteuid() == 0
-		line(false, req, "virtiofsd", jail.VirtiofsdPath+" missing: as root, shares need it", "apt-get install qemu-system-common")
+		line(false, req, "virtiofsd", install.Virtiofsd+" missing: as root, shares need it", "apt-get install qemu-system-common")
 	} else {
-		line(true, false, "virtiofsd", jail.VirtiofsdPath, "")
+		line(true, false, "virtiofsd", install.Virtiofsd, "")
 	}
 	return out
 }
 
 // doctorAccel reports the accelerator a run would use; the /dev/kvm check is the one
 // Run makes, for the user QEMU runs as, and its fix names the cause.
-func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
-	acc, why, err := jail.ChooseAccel(accel, probe)
+func doctorAccel(line lineFunc, accel string, probe host.Facts) {
+	acc, why, err := host.ChooseAccel(accel, probe)
 	if err != nil {
 		fix := "use --accel auto or tcg"
 		if probe.KVMFix != "" {
@@ -195,12 +199,12 @@ func doctorAccel(line lineFunc, accel string, probe jail.HostProbe) {
 func doctorVMMJail(line lineFunc, euid int) {
 	if euid != 0 {
 		line(false, false, "vmm jail", jail.ErrNoVMMJail.Error(), "run crackbox as root (sudo) to jail QEMU")
-	} else if err := jail.VMMJailKernel(); err != nil {
+	} else if err := host.VMMJailKernel(); err != nil {
 		line(false, true, "vmm jail", err.Error(), "upgrade the host kernel to Linux 5.8 or later")
 	} else {
 		line(true, false, "vmm jail", "QEMU runs as a uid of its own per run, in its own mount, pid, ipc, uts and network namespaces", "")
 	}
-	if v2, err := jail.CgroupSupportFor(euid); err != nil {
+	if v2, err := host.CgroupSupport(euid); err != nil {
 		line(false, false, "vmm cgroup", err.Error(), "run as root on a host with cgroup v2 (or v1 memory, pids and cpu hierarchies)")
 	} else {
 		kind := "v1"

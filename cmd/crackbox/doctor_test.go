@@ -7,6 +7,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
 )
 
@@ -59,27 +60,27 @@ func TestNetModeReason(t *testing.T) {
 // TestDoctorKVMAdvice: doctor's accelerator line and fix for each /dev/kvm case, from
 // the same check Run makes for QEMU's user.
 func TestDoctorKVMAdvice(t *testing.T) {
-	kvm := &jail.DevStat{UID: 0, GID: 108, Perm: 0o660, Group: "kvm"}
-	user := jail.KVMUser{UID: 1000, GID: 1000}
-	relogin := jail.KVMUser{UID: 1000, GID: 1000, Listed: []uint32{108}}
-	asRoot := jail.KVMUser{UID: jail.VMMUIDBase, GID: jail.VMMUIDBase, Privileged: true}
+	kvm := &host.DevStat{UID: 0, GID: 108, Perm: 0o660, Group: "kvm"}
+	user := host.KVMUser{UID: 1000, GID: 1000}
+	relogin := host.KVMUser{UID: 1000, GID: 1000, Listed: []uint32{108}}
+	asRoot := host.KVMUser{UID: host.VMMUIDBase, GID: host.VMMUIDBase, Privileged: true}
 	cases := []struct {
 		name   string
-		dev    *jail.DevStat
-		user   jail.KVMUser
+		dev    *host.DevStat
+		user   host.KVMUser
 		want   []string
 		forbid []string
 	}{
 		{"no /dev/kvm", nil, user, []string{"warn accelerator", "does not exist", "modprobe kvm_intel"}, []string{"usermod"}},
 		{"not in the kvm group", kvm, user, []string{"warn accelerator", "not in group kvm", "usermod -aG kvm $USER", "log out and in again"}, nil},
 		{"joined, same session", kvm, relogin, []string{"warn accelerator", "log out and in again", "newgrp kvm"}, []string{"usermod"}},
-		{"0600 root:root as root", &jail.DevStat{Perm: 0o600}, asRoot, []string{"warn accelerator", "0600 root:0", "udev rule"}, []string{"usermod", "modprobe"}},
+		{"0600 root:root as root", &host.DevStat{Perm: 0o600}, asRoot, []string{"warn accelerator", "0600 root:0", "udev rule"}, []string{"usermod", "modprobe"}},
 		{"group kvm as root", kvm, asRoot, []string{"ok   accelerator", "kvm:"}, []string{"fix:"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := jail.CheckKVM(c.dev, c.user)
-			p := jail.HostProbe{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
+			v := host.CheckKVM(c.dev, c.user)
+			p := host.Facts{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
 			var cs []check
 			doctorAccel(collect(&cs), "auto", p)
 			var out bytes.Buffer

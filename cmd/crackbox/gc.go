@@ -9,6 +9,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/netjail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // newGCCmd builds crackbox gc.
@@ -30,7 +31,7 @@ run does the network part first.`,
 }
 
 func runGC(w io.Writer) error {
-	removed, uidErr := jail.GC(jail.DefaultRunDirBase())
+	removed, uidErr := jail.GC(rundir.DefaultBase())
 	if err := netjail.Available(); err != nil {
 		for _, r := range removed {
 			fmt.Fprintln(w, "removed", r)

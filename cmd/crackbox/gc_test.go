@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/testreq"
-	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // TestGCRemovesKilledRunDir: crackbox gc removes the run dir of a run whose
@@ -18,7 +18,7 @@ import (
 func TestGCRemovesKilledRunDir(t *testing.T) {
 	testreq.Root(t, "gc removes taps and nftables tables")
 	base := t.TempDir()
-	t.Setenv(jail.RunDirBaseEnv, base)
+	t.Setenv(rundir.BaseEnv, base)
 	dead := filepath.Join(base, "0123456789ab")
 	os.MkdirAll(filepath.Join(dead, "vm"), 0o700)
 	os.WriteFile(filepath.Join(dead, "owner.lock"), nil, 0o600)

@@ -15,7 +15,7 @@ import (
 	"github.com/crackbox/crackbox/internal/envvar"
 	"github.com/crackbox/crackbox/pkg/admin"
 	"github.com/crackbox/crackbox/pkg/config"
-	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 	"github.com/crackbox/crackbox/pkg/proxy"
 )
 
@@ -82,8 +82,8 @@ func (d *daemon) startAdmin(ls *listeners) error {
 // makeToken guards an admin API started without admin.secret with a fresh token only
 // this user can read: every local user can dial loopback.
 func (d *daemon) makeToken(addr string) (string, error) {
-	base := jail.DefaultRunDirBase()
-	if err := jail.EnsureRunDirBase(base); err != nil {
+	base := rundir.DefaultBase()
+	if err := rundir.EnsureBase(base); err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	path, err := admin.TokenFile(base, addr)

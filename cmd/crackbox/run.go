@@ -447,7 +447,7 @@ func specFromFlags(cmd *cobra.Command, cfg *config.Config, argv []string, rf run
 	if err := checkWorkdirNotVolume(rf.workdir, s.Volumes); err != nil {
 		return s, err
 	}
-	s.Env, err = jail.ResolveEnv(rf.env, rf.envFiles, os.LookupEnv)
+	s.Env, err = resolveEnv(rf.env, rf.envFiles, os.LookupEnv)
 	if err != nil {
 		return s, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/crackbox/crackbox/pkg/config"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // qemuPackages are the Debian/Ubuntu packages a run needs besides crackbox itself.
@@ -59,7 +60,7 @@ func newManPagesCmd() *cobra.Command {
 }
 
 func setup(stdout, stderr io.Writer, dryRun bool, cfg *config.Config) error {
-	if _, err := jail.FindQEMU(); err != nil {
+	if _, err := install.FindQEMU(); err != nil {
 		args := append([]string{"install", "-y", "--no-install-recommends"}, qemuPackages...)
 		switch {
 		case dryRun:
@@ -75,7 +76,7 @@ func setup(stdout, stderr io.Writer, dryRun bool, cfg *config.Config) error {
 	} else {
 		fmt.Fprintln(stdout, "qemu: installed")
 	}
-	k, err := jail.FindKernel(cfg.Run.Kernel, cacheDir(cfg.Run))
+	k, err := install.FindKernel(cfg.Run.Kernel, cacheDir(cfg.Run))
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "kernel: %s\n", k)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/httpjson"
 	"github.com/crackbox/crackbox/pkg/admin"
-	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // newStateCmd builds crackbox state.
@@ -64,7 +64,7 @@ func localToken(hostport string) (tok, path string, err error) {
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
 		return "", "", nil // no port: not an address a local daemon keeps a token for
 	}
-	if path, err = admin.TokenFile(jail.DefaultRunDirBase(), hostport); err != nil {
+	if path, err = admin.TokenFile(rundir.DefaultBase(), hostport); err != nil {
 		return "", "", nil
 	}
 	tok, err = admin.ReadToken(path)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // Slots is how many guests may run at once machine-wide (the CI machine has 2 slow cores).
@@ -33,7 +34,7 @@ const DefaultTimeout = 3 * time.Minute
 type Env struct {
 	Kernel    string
 	GuestInit string
-	Cache     string // $CRACKBOX_CACHE, else jail.CacheDir()
+	Cache     string // $CRACKBOX_CACHE, else install.CacheDir()
 	Snapshot  string // $CRACKBOX_SNAPSHOT; "" is auto
 }
 
@@ -62,14 +63,14 @@ func find() (Env, *missing) {
 	if os.Geteuid() != 0 {
 		return Env{}, &missing{"root", "guest tests run as root (QEMU drops to nobody, virtiofsd serves shares): sudo make test"}
 	}
-	if _, err := jail.FindQEMU(); err != nil {
+	if _, err := install.FindQEMU(); err != nil {
 		return Env{}, &missing{"qemu-system-x86_64", err.Error()}
 	}
 	cache := os.Getenv("CRACKBOX_CACHE")
 	if cache == "" {
-		cache = jail.CacheDir()
+		cache = install.CacheDir()
 	}
-	k, err := jail.FindKernel(os.Getenv("CRACKBOX_KERNEL"), cache)
+	k, err := install.FindKernel(os.Getenv("CRACKBOX_KERNEL"), cache)
 	if err != nil {
 		return Env{}, &missing{"guest kernel", "set CRACKBOX_KERNEL or run `make kernel` (" + err.Error() + ")"}
 	}

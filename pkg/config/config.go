@@ -85,7 +85,7 @@ type Run struct {
 	Snapshot  string   `toml:"snapshot"`   // restore from a snapshot: auto, on or off
 	// WorkdirSync is when the workdir's changes reach the host: live or exit.
 	WorkdirSync string `toml:"workdir_sync"`
-	Cache       string `toml:"cache"` // kernels, initramfs images, snapshots; "" = jail.CacheDir()
+	Cache       string `toml:"cache"` // kernels, initramfs images, snapshots; "" = install.CacheDir()
 	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
 	// sees only placeholders. Set in the file only.
 	Secret []RunSecret `toml:"secret"`

@@ -17,8 +17,9 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/jailtest"
-	"github.com/crackbox/crackbox/pkg/jail"
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
+	"github.com/crackbox/crackbox/pkg/jail/install"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // The CLI benchmarks below time the crackbox binary named by $CRACKBOX_BENCH_BIN
@@ -160,7 +161,7 @@ func (c *cliBench) floorArgv(b *testing.B, argv []string) []string {
 			a = "socket,id=qmp,path=" + filepath.Join(dir, "qmp.sock") + ",server=on,wait=off"
 		case strings.HasPrefix(a, "socket,id=ctl,"):
 			a = "socket,id=ctl,path=" + filepath.Join(dir, "ctl.sock")
-		case strings.HasPrefix(a, "local,") && strings.Contains(a, "path="+jail.DefaultRunDirBase()):
+		case strings.HasPrefix(a, "local,") && strings.Contains(a, "path="+rundir.DefaultBase()):
 			// The run's placeholder shares went with its run dir.
 			a = regexp.MustCompile(`path=[^,]+`).ReplaceAllString(a, "path="+empty)
 		}
@@ -196,7 +197,7 @@ func (c *cliBench) runFloor(b *testing.B, argv []string) (wall, initGuest, initH
 			go func() { io.Copy(io.Discard, conn); conn.Close() }()
 		}
 	}()
-	qemu, err := jail.FindQEMU()
+	qemu, err := install.FindQEMU()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ import (
 // QEMU balloon (or a QEMU escape that forks) hits the run's own limits, never the host's.
 
 // cgroupRoot is where cgroup hierarchies are mounted.
-var cgroupRoot = "/sys/fs/cgroup"
+var cgroupRoot = host.CgroupRoot
 
 // cgroupParent is the directory, under the v2 root or under crackbox's own cgroup of each
 // v1 controller, that holds every run's leaf.
@@ -38,9 +39,6 @@ const vmmPidsMax = 1024
 // get one task's share of a busy host for all runs together and run slower jailed than
 // unjailed. The leaves' own weights (--cpus) divide the group's share between runs.
 var parentCPUWeight = min(100*runtime.NumCPU(), 10000)
-
-// ErrNoCgroup means no cgroup could be made for the VMM; the run goes on without limits.
-var ErrNoCgroup = errors.New("jail: no cgroup for the vmm")
 
 // cgroupLimits is what a leaf enforces.
 type cgroupLimits struct {
@@ -66,42 +64,10 @@ type cgroupLeaf struct {
 }
 
 // cgroupSupport says whether runs get a cgroup leaf here, and why not.
-func cgroupSupport() (v2 bool, err error) { return CgroupSupportFor(os.Geteuid()) }
-
-// CgroupSupportFor says whether runs of a crackbox running as euid get a cgroup leaf,
-// and why not.
-func CgroupSupportFor(euid int) (v2 bool, err error) {
-	if euid != 0 {
-		return false, fmt.Errorf("%w: crackbox is unprivileged and no cgroup v2 subtree is delegated to it, so QEMU runs without memory, pids and cpu limits of its own (run as root for them)", ErrNoCgroup)
-	}
-	if isCgroup2(cgroupRoot) {
-		// QEMU is cloned straight into its v2 leaf (clone3 with CLONE_INTO_CGROUP).
-		if !kernelAtLeast(5, 7) {
-			return true, fmt.Errorf("%w: this kernel is older than Linux 5.7 and cannot start a process inside a cgroup v2 leaf", ErrNoCgroup)
-		}
-		ctrl, _ := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers"))
-		for _, c := range []string{"memory", "pids", "cpu"} {
-			if !strings.Contains(" "+strings.TrimSpace(string(ctrl))+" ", " "+c+" ") {
-				return true, fmt.Errorf("%w: the cgroup v2 root lacks the %s controller", ErrNoCgroup, c)
-			}
-		}
-		return true, nil
-	}
-	for _, c := range []string{"memory", "pids", "cpu"} {
-		if _, err := os.Stat(filepath.Join(cgroupRoot, c, "cgroup.procs")); err != nil {
-			return false, fmt.Errorf("%w: neither cgroup v2 nor a v1 %s hierarchy at %s", ErrNoCgroup, c, cgroupRoot)
-		}
-	}
-	return false, nil
-}
-
-func isCgroup2(dir string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC
-}
+func cgroupSupport() (v2 bool, err error) { return host.CgroupSupport(os.Geteuid()) }
 
 // newCgroupLeaf makes the leaf name with its limits set. A leaf that cannot be made in
-// full is removed again and the error wraps ErrNoCgroup.
+// full is removed again and the error wraps host.ErrNoCgroup.
 func newCgroupLeaf(name string, lim cgroupLimits) (_ *cgroupLeaf, err error) {
 	v2, err := cgroupSupport()
 	if err != nil {
@@ -111,7 +77,7 @@ func newCgroupLeaf(name string, lim cgroupLimits) (_ *cgroupLeaf, err error) {
 	defer func() {
 		if err != nil {
 			c.remove()
-			err = fmt.Errorf("%w: %w", ErrNoCgroup, err)
+			err = fmt.Errorf("%w: %w", host.ErrNoCgroup, err)
 		}
 	}()
 	if v2 {
@@ -306,21 +272,4 @@ func ownCgroupV1(ctl string) string {
 		}
 	}
 	return "/"
-}
-
-// kernelAtLeast says whether the running kernel's release is major.minor or later.
-func kernelAtLeast(major, minor int) bool {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return false
-	}
-	return releaseAtLeast(unix.ByteSliceToString(u.Release[:]), major, minor)
-}
-
-func releaseAtLeast(release string, major, minor int) bool {
-	var ma, mi int
-	if _, err := fmt.Sscanf(release, "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma > major || (ma == major && mi >= minor)
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
 )
 
-// ModulesDirName is the directory guestfs/kernel/debian.sh writes beside a modular
+// modulesDirName is the directory guestfs/kernel/debian.sh writes beside a modular
 // kernel (Debian's cloud kernel): the decompressed modules the guest needs and a file
 // "order" listing them in load order. A kernel without it is taken to have everything
 // built in (the minimal kernel).
-const ModulesDirName = "crackbox-modules"
+const modulesDirName = "crackbox-modules"
 
 // guestModulesDir is where the modules sit in the initramfs; guest-init loads them from
 // there (guestfs/init/modules.go).
@@ -30,7 +30,7 @@ type modKernel struct {
 	mods []initramfs.File
 }
 
-// probeKernel looks for ModulesDirName beside kernel (or beside its boot/ directory, for
+// probeKernel looks for modulesDirName beside kernel (or beside its boot/ directory, for
 // the bzImage debian.sh leaves in <dir>/boot/) and reads the modules it lists.
 func probeKernel(kernel string) (*modKernel, error) {
 	kdir := filepath.Dir(kernel)
@@ -39,7 +39,7 @@ func probeKernel(kernel string) (*modKernel, error) {
 		dirs = append(dirs, filepath.Dir(kdir))
 	}
 	for _, d := range dirs {
-		md := filepath.Join(d, ModulesDirName)
+		md := filepath.Join(d, modulesDirName)
 		order, err := os.ReadFile(filepath.Join(md, "order"))
 		if errors.Is(err, os.ErrNotExist) {
 			continue

@@ -15,7 +15,7 @@ import (
 func fakeModularKernel(t *testing.T, order string, mods map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	md := filepath.Join(dir, ModulesDirName)
+	md := filepath.Join(dir, modulesDirName)
 	os.MkdirAll(md, 0o755)
 	os.MkdirAll(filepath.Join(dir, "boot"), 0o755)
 	os.WriteFile(filepath.Join(dir, "vmlinux"), []byte("\x7fELF"), 0o644)

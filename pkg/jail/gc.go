@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,7 +86,7 @@ func leafParents() []string {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	if isCgroup2(cgroupRoot) {
+	if host.Cgroup2() {
 		return []string{filepath.Join(cgroupRoot, cgroupParent)}
 	}
 	var out []string

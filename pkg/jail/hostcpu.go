@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -75,4 +76,27 @@ func cpuIdentity(path string) (string, error) {
 		fmt.Fprintf(&b, "%s: %s\n", k, v)
 	}
 	return b.String(), nil
+}
+
+// tscKHz is the host TSC frequency for tsc_early_khz=: under TCG on microvm the guest
+// cannot calibrate its TSC and hangs without it.
+func tscKHz() int {
+	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/tsc_freq_khz"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			return v
+		}
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, ok := strings.Cut(sc.Text(), ":")
+			if ok && strings.TrimSpace(k) == "cpu MHz" {
+				if mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && mhz > 0 {
+					return int(mhz * 1000)
+				}
+			}
+		}
+	}
+	return 2000000
 }

@@ -3,6 +3,8 @@ package jail
 import (
 	"os/exec"
 	"syscall"
+
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // lowerScript runs as root of the daemon's own user and mount namespaces: a private
@@ -16,8 +18,8 @@ const lowerScript = `mount --make-rprivate / && mount -t tmpfs -o mode=0755 tmpf
 // only to the owner or CAP_FOWNER over a mapped owner. The guest sees every owner one
 // higher (host root as uid 1).
 var lowerIDMap = []syscall.SysProcIDMap{
-	{ContainerID: 0, HostID: NobodyUID, Size: 1},
-	{ContainerID: 1, HostID: 0, Size: NobodyUID},
+	{ContainerID: 0, HostID: nobodyUID, Size: 1},
+	{ContainerID: 1, HostID: 0, Size: nobodyUID},
 }
 
 // lowerFsdCmd serves a read-only lower of the host view (/usr, /etc, /opt) as nobody: a
@@ -30,7 +32,7 @@ func lowerFsdCmd(s share) *exec.Cmd {
 	// no_new_privs first: host root is a mapped id in the namespace, so a setuid-root
 	// binary (mount is one) would otherwise run as it there.
 	cmd := exec.Command("setpriv", "--no-new-privs", "--", "/bin/sh", "-c", lowerScript, "sh", s.Host,
-		VirtiofsdPath, "--fd=3", "--rlimit-nofile=0", "-o", "source="+s.Host, "-o", "cache=always",
+		install.Virtiofsd, "--fd=3", "--rlimit-nofile=0", "-o", "source="+s.Host, "-o", "cache=always",
 		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
 		"-o", "modcaps=-chown:-dac_override:-fsetid:-setgid:-setuid:-mknod:-setfcap")
 	setFsdSysProcAttr(cmd)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/internal/testreq"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // A QEMU whose crackbox died before its parent-death signal was armed (a SIGKILL
@@ -20,7 +21,7 @@ import (
 // kernel. With crackbox alive the same command line connects first, then goes on to
 // the kernel, which here is not one.
 func TestQEMUWithoutHostExits(t *testing.T) {
-	qemu, err := FindQEMU()
+	qemu, err := install.FindQEMU()
 	testreq.Check(t, err, "qemu-system-x86_64", "apt-get install qemu-system-x86 (make deps installs it)")
 	dir := t.TempDir()
 	kernel := filepath.Join(dir, "kernel")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 func TestQEMUArgs(t *testing.T) {
@@ -100,10 +102,10 @@ func TestPickVMM(t *testing.T) {
 		userFS string
 	}{
 		{"unprivileged keeps itself", 1000, alice, -1, nil, FSStream},
-		{"sudo drops to a uid of the run's own", 0, alice, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSStream},
-		{"sudo with kvm adds the device's group", 0, alice, 108, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{108}, PerRun: true}, FSStream},
-		{"plain root drops to a uid of the run's own", 0, root, -1, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, PerRun: true}, FSStream},
-		{"plain root with kvm adds the device's group", 0, root, 36, &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: []uint32{36}, PerRun: true}, FSStream},
+		{"sudo drops to a uid of the run's own", 0, alice, -1, &vmmIdentity{UID: host.VMMUIDBase, GID: host.VMMUIDBase, PerRun: true}, FSStream},
+		{"sudo with kvm adds the device's group", 0, alice, 108, &vmmIdentity{UID: host.VMMUIDBase, GID: host.VMMUIDBase, Groups: []uint32{108}, PerRun: true}, FSStream},
+		{"plain root drops to a uid of the run's own", 0, root, -1, &vmmIdentity{UID: host.VMMUIDBase, GID: host.VMMUIDBase, PerRun: true}, FSStream},
+		{"plain root with kvm adds the device's group", 0, root, 36, &vmmIdentity{UID: host.VMMUIDBase, GID: host.VMMUIDBase, Groups: []uint32{36}, PerRun: true}, FSStream},
 	}
 	for _, c := range cases {
 		got := pickVMM(c.euid, c.inv, c.kvm)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/host"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // ctlTimeout bounds how long QEMU may take to connect the control port; it does so while
@@ -130,17 +132,17 @@ type prepared struct {
 
 // prepare validates s and finds everything the guest boots from.
 func prepare(s Spec, log *slog.Logger) (*prepared, error) {
-	qemu, err := FindQEMU()
+	qemu, err := install.FindQEMU()
 	if err != nil {
 		return nil, err
 	}
-	accel, why, err := ChooseAccel(s.Accel, ProbeHost())
+	accel, why, err := host.ChooseAccel(s.Accel, host.Probe())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
 	kvmGID := -1
 	if accel == AccelKVM {
-		kvmGID = kvmDeviceGID()
+		kvmGID = host.KVMGroup()
 	}
 	b := &prepared{cache: s.CacheDir}
 	if b.snapMode, err = snapshotMode(s.Snapshot); err != nil {
@@ -151,9 +153,9 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 		return nil, err
 	}
 	if b.cache == "" {
-		b.cache = CacheDir()
+		b.cache = install.CacheDir()
 	}
-	kernel, err := FindKernel(s.Kernel, b.cache)
+	kernel, err := install.FindKernel(s.Kernel, b.cache)
 	if err != nil {
 		return nil, err
 	}
@@ -171,9 +173,9 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	if ok, why := snapshotCompatible(snapInputOf(b.p, b.snapMode)); !ok && b.snapMode == SnapshotOn {
 		return nil, fmt.Errorf("%w: snapshot on, but this run cannot be restored from one: %s (use snapshot auto or off)", ErrBadSpec, why)
 	}
-	gi, err := FindGuestInit(s.GuestInit)
+	gi, err := install.FindGuestInit(s.GuestInit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadSpec, err)
 	}
 	initrd, err := mk.initramfs(gi, b.cache)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/crackbox/crackbox/internal/hostfile"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // runDir is one run's directory. Dir (0711 when QEMU is unprivileged, else 0700) holds
@@ -30,16 +31,16 @@ type runDir struct {
 // ownerLock is the file in a run dir that its live owner holds locked.
 const ownerLock = "owner.lock"
 
-// runDirBase is the explicit base, else DefaultRunDirBase.
+// runDirBase is the explicit base, else rundir.DefaultBase.
 func runDirBase(explicit string) string {
 	if explicit != "" {
 		return explicit
 	}
-	return DefaultRunDirBase()
+	return rundir.DefaultBase()
 }
 
 func newRunDir(base string, vmm *vmmIdentity) (*runDir, error) {
-	if err := EnsureRunDirBase(base); err != nil {
+	if err := rundir.EnsureBase(base); err != nil {
 		return nil, err
 	}
 	sweepStale(base)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 func TestRunDir(t *testing.T) {
@@ -133,5 +135,15 @@ func TestSweepStaleSparesAnOwnedRun(t *testing.T) {
 	}
 	if _, err := os.Stat(owned.path(ownerLock)); !os.IsNotExist(err) {
 		t.Errorf("crash report keeps its owner lock file: %v", err)
+	}
+}
+
+// TestRunDirBaseFollowsEnv: a run without an explicit base uses the one the environment
+// names for every creator.
+func TestRunDirBaseFollowsEnv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(rundir.BaseEnv, dir)
+	if got := runDirBase(""); got != dir {
+		t.Errorf("runDirBase(\"\") = %s, want %s", got, dir)
 	}
 }

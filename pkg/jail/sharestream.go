@@ -101,7 +101,7 @@ func (s *streamShares) config(sh streamShare) sharefs.Config {
 	case sh.lower && s.lowerAs != nil:
 		cfg.As = s.lowerAs
 	case sh.lower:
-		cfg.As = &sharefs.Ident{UID: NobodyUID, GID: NobodyGID}
+		cfg.As = &sharefs.Ident{UID: nobodyUID, GID: nobodyGID}
 	case inv.UID != 0:
 		cfg.As = &sharefs.Ident{UID: inv.UID, GID: inv.GID}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/crackbox/crackbox/internal/eventually"
 	"github.com/crackbox/crackbox/internal/proctest"
 	"github.com/crackbox/crackbox/internal/testreq"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 // TestStreamSharesPrestarted: every stream share has its server running before the guest
@@ -70,15 +71,15 @@ func TestStreamSharesLowerAsRunUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &plan{lowers: []share{{Tag: "etc", Host: etc, Target: "/etc", FS: FSStream, ReadOnly: true}}}
-	const runUID = VMMUIDBase + 0xfff1
+	const runUID = host.VMMUIDBase + 0xfff1
 	for _, c := range []struct {
 		name string
 		id   *vmmIdentity
 		want int
 	}{
 		{"claimed", &vmmIdentity{UID: runUID, GID: runUID, PerRun: true, claim: &uidClaim{UID: runUID}}, runUID},
-		{"unclaimed placeholder", perRunIdentity(nil), NobodyUID},
-		{"none", nil, NobodyUID},
+		{"unclaimed placeholder", perRunIdentity(nil), nobodyUID},
+		{"none", nil, nobodyUID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStreamShares(p, 0, io.Discard, slog.New(slog.DiscardHandler))

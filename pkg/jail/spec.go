@@ -4,9 +4,11 @@
 // per agent turn. It boots a minimal kernel with guest-init as PID 1, shares the host's
 // /usr, /etc and /opt read-only (plus the work directory and volumes the caller names),
 // drives the control session (session.go), and tears everything down again.
-// The other exported names are the parts of Run that `crackbox doctor`, `crackbox
-// setup` and `crackbox gc` show or redo on their own (host probes, install lookup,
-// the run dir base, GC), so those commands report and clean up exactly what Run does.
+// The rest of the API is what a caller of Run needs: Spec and its option types and
+// constants, Result, and the sentinel errors to branch on; GC removes what killed runs
+// left behind. What Run looks up on the host lives in the packages beneath it, which
+// `crackbox doctor` and `crackbox setup` call too: host (kvm, accelerator, cgroup and
+// kernel probes), install (kernel, guest-init, QEMU, cache) and rundir (the run dir base).
 //
 // It reads no CRACKBOX_* environment: the kernel, guest-init, accelerator, cache and
 // snapshot mode come in the Spec (crackbox maps them in pkg/config, arizuko in its turns
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail/control"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // Sentinel errors callers branch on.
@@ -32,9 +35,9 @@ var (
 	// an exit frame. The error text names the kept console log.
 	ErrGuestCrashed = errors.New("jail: guest crashed")
 	// ErrNoKernel: no guest kernel was found.
-	ErrNoKernel = errors.New("jail: no guest kernel")
+	ErrNoKernel = install.ErrNoKernel
 	// ErrNoQEMU: qemu-system-x86_64 is not installed.
-	ErrNoQEMU = errors.New("jail: qemu-system-x86_64 not found")
+	ErrNoQEMU = install.ErrNoQEMU
 	// ErrBadSpec: the Spec is invalid (a bad volume, a refused share, a bad env entry...).
 	ErrBadSpec = errors.New("jail: bad spec")
 )
@@ -160,16 +163,16 @@ type Spec struct {
 	Signals        <-chan int       // signal numbers forwarded to the command
 	Resize         <-chan [2]uint16 // rows, cols
 
-	Kernel    string // default: see FindKernel
-	GuestInit string // default: see FindGuestInit
-	CacheDir  string // kernels, initramfs images and snapshots; default: CacheDir()
+	Kernel    string // default: see install.FindKernel
+	GuestInit string // default: see install.FindGuestInit
+	CacheDir  string // kernels, initramfs images and snapshots; default: install.CacheDir()
 	Accel     string // "auto" (default), "kvm" or "tcg"
 	Machine   string // "microvm" (default) or "q35"
 	CPUs      int    // default 1
 	MemoryMiB int    // default 512
 	// Timeout bounds the whole run, boot included; 0 = none.
 	Timeout    time.Duration
-	RunDirBase string // default: DefaultRunDirBase(); created or repaired by EnsureRunDirBase
+	RunDirBase string // default: rundir.DefaultBase(); created or repaired by rundir.EnsureBase
 	Debug      bool
 	Log        *slog.Logger
 	// HostNotes, when set, gets in one call before the guest starts what this host

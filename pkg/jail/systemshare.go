@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/crackbox/crackbox/pkg/jail/install"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // ErrSystemShare is wrapped when a read-write share is a system directory or
@@ -35,10 +38,10 @@ func checkSystemShare(host string, s Spec) error {
 	}
 	own := []string{s.CacheDir, s.RunDirBase}
 	if own[0] == "" {
-		own[0] = CacheDir()
+		own[0] = install.CacheDir()
 	}
 	if own[1] == "" {
-		own[1] = DefaultRunDirBase()
+		own[1] = rundir.DefaultBase()
 	}
 	for _, d := range append(own, s.StateDirs...) {
 		if d == "" {

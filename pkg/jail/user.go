@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 // invokingUser is who asked for the run: the sudo caller (SUDO_UID/SUDO_GID) when crackbox
@@ -35,15 +37,15 @@ func invokingUser() User {
 
 // Nobody is the owner lowerfsd maps the daemon's namespace root to.
 const (
-	NobodyUID = 65534
-	NobodyGID = 65534
+	nobodyUID = 65534
+	nobodyGID = 65534
 )
 
 // vmmIdentity is the uid/gid QEMU runs under.
 type vmmIdentity struct {
 	UID, GID uint32
 	Groups   []uint32
-	// PerRun: UID and GID are a uid of the run's own, claimed from the VMMUIDBase block
+	// PerRun: UID and GID are a uid of the run's own, claimed from the host.VMMUIDBase block
 	// (vmmuid.go) when the run starts; until then they name the block's first uid.
 	PerRun bool
 	claim  *uidClaim
@@ -81,5 +83,5 @@ func pickVMM(euid int, _ User, kvmGID int) vmmPlan {
 
 // perRunIdentity is the placeholder for a uid claimed when the run starts.
 func perRunIdentity(groups []uint32) *vmmIdentity {
-	return &vmmIdentity{UID: VMMUIDBase, GID: VMMUIDBase, Groups: groups, PerRun: true}
+	return &vmmIdentity{UID: host.VMMUIDBase, GID: host.VMMUIDBase, Groups: groups, PerRun: true}
 }

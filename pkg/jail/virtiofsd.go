@@ -8,10 +8,8 @@ import (
 	"syscall"
 
 	"github.com/crackbox/crackbox/internal/proc"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
-
-// VirtiofsdPath is where Debian's QEMU ships virtiofsd.
-const VirtiofsdPath = "/usr/lib/qemu/virtiofsd"
 
 // roBindScript binds the share ($1) read-only over itself, then execs the rest of its
 // arguments, so writes fail on the host side whatever the guest does.
@@ -26,8 +24,8 @@ type fsdCmd func(s share) *exec.Cmd
 // socket itself and hands the listening fd over, so the socket's owner and mode are set
 // before anyone can reach it.
 func startVirtiofsd(s share, sock string, vmm *vmmIdentity, logf *os.File, build fsdCmd) (*exec.Cmd, error) {
-	if _, err := os.Stat(VirtiofsdPath); err != nil {
-		return nil, fmt.Errorf("virtiofsd not found at %s (Debian: apt-get install qemu-system-common): %w", VirtiofsdPath, err)
+	if _, err := os.Stat(install.Virtiofsd); err != nil {
+		return nil, fmt.Errorf("virtiofsd not found at %s (Debian: apt-get install qemu-system-common): %w", install.Virtiofsd, err)
 	}
 	if err := qemuPathOK(s.Host); err != nil {
 		return nil, err
@@ -60,7 +58,7 @@ func setFsdSysProcAttr(cmd *exec.Cmd) {
 // shareFsdCmd serves a user share as the host user crackbox runs as. A read-only share
 // is bind-mounted read-only in a private mount namespace first.
 func shareFsdCmd(s share) *exec.Cmd {
-	fsd := []string{VirtiofsdPath, "--fd=3", "-o", "source=" + s.Host, "-o", "cache=auto",
+	fsd := []string{install.Virtiofsd, "--fd=3", "-o", "source=" + s.Host, "-o", "cache=auto",
 		"-o", "sandbox=namespace", "-o", "no_posix_lock", "-o", "no_xattr",
 		// No device nodes: a hostile guest could otherwise plant e.g. a world-writable
 		// block device node in a host directory.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/host"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
 // qemuSeen is what the host can read about a running guest's QEMU.
@@ -35,7 +37,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	jailtest.Require(t)
 	canary := "canary-" + strconv.Itoa(os.Getpid())
 	t.Setenv("CRACKBOX_TEST_CANARY", canary)
-	held, release, err := jail.ClaimVMMUID(jail.DefaultRunDirBase())
+	held, release, err := jail.ClaimVMMUID(rundir.DefaultBase())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 	}
 	q := seen[0]
 	selfNS, _ := os.Readlink("/proc/self/ns/pid")
-	if q.uid < jail.VMMUIDBase || q.uid >= jail.VMMUIDBase+jail.VMMUIDCount {
+	if q.uid < host.VMMUIDBase || q.uid >= host.VMMUIDBase+host.VMMUIDCount {
 		t.Errorf("QEMU %d runs as uid %d, outside the vmm block", q.pid, q.uid)
 	}
 	if q.uid == int(held) {
@@ -112,7 +114,7 @@ func TestQEMUOwnUIDNoEnvJailed(t *testing.T) {
 			t.Errorf("share server %d's environ holds more than its configuration: %q", h.pid, h.environ)
 		}
 	}
-	claim := filepath.Join(jail.DefaultRunDirBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
+	claim := filepath.Join(rundir.DefaultBase(), ".vmmuid", strconv.Itoa(q.uid)+".claim")
 	if _, err := os.Stat(claim); err == nil {
 		t.Errorf("uid claim %s outlived its run", claim)
 	}

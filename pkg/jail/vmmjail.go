@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/crackbox/crackbox/internal/proc"
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 // The VMM jail, shaped after Firecracker's jailer: QEMU starts in new mount, pid, ipc,
@@ -66,20 +67,6 @@ type vmmJail struct {
 // guest over 9p and would then report every file not owned by the caller as owned by
 // the overflow uid.
 var ErrNoVMMJail = errors.New("jail: crackbox is unprivileged, so QEMU runs as the caller without its own namespaces or mount view")
-
-// ErrSharedProcfs means the kernel (before Linux 5.8) gives a pid namespace one procfs
-// whose mount options every mount shares, so the jail's /proc cannot hide the host's
-// processes from QEMU; the run is refused rather than started with that view.
-var ErrSharedProcfs = errors.New("jail: this kernel shares one /proc per pid namespace (Linux before 5.8), so QEMU's jail cannot hide the host's processes; run crackbox on Linux 5.8 or later")
-
-// VMMJailKernel says whether this kernel can give the jail a /proc of its own: nil, or
-// ErrSharedProcfs (every root run would be refused).
-func VMMJailKernel() error {
-	if !kernelAtLeast(5, 8) {
-		return ErrSharedProcfs
-	}
-	return nil
-}
 
 // newVMMJail prepares a jail rooted at root (an empty dir is made there) for a process
 // running as id (nil: crackbox's own user) in leaf (nil: no cgroup).
@@ -286,7 +273,7 @@ func qemuCommand(st vmStart, cfg vmConfig, rd *runDir, args []string) (*exec.Cmd
 		}
 	}
 	if st.accel == AccelKVM {
-		j.device(KVMDevice)
+		j.device(host.KVMDevice)
 	}
 	if cfg.TapName != "" {
 		// QEMU opens the tap by name, which only works in the host's network namespace.
@@ -306,7 +293,7 @@ func vmmConfinement(runID string, p *plan, euid int) (*cgroupLeaf, *HostNote) {
 		return nil, nil
 	}
 	if euid != 0 {
-		_, err := CgroupSupportFor(euid)
+		_, err := host.CgroupSupport(euid)
 		missing = append(missing, ErrNoVMMJail.Error(), err.Error())
 	} else if l, err := newCgroupLeaf(runID, vmmLimits(p.memMiB, p.cpus)); err != nil {
 		missing = append(missing, err.Error())

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/crackbox/crackbox/pkg/jail/host"
 	"golang.org/x/sys/unix"
 )
 
@@ -142,7 +143,7 @@ func buildRoot(cfg jailConfig) error {
 		return fmt.Errorf("mount /proc: %w", err)
 	}
 	if jp.Dev == hp.Dev {
-		return ErrSharedProcfs
+		return host.ErrSharedProcfs
 	}
 	if err := maskProc(r); err != nil {
 		return err

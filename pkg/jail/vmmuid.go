@@ -14,17 +14,12 @@ import (
 	"syscall"
 
 	"github.com/crackbox/crackbox/internal/proc"
+	"github.com/crackbox/crackbox/pkg/jail/host"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 )
 
-// The per-run QEMU identities. Each run that drops privileges claims one uid (and the gid
-// of the same number) from this block for itself: no account in /etc/passwd or
-// /etc/group, no range in /etc/subuid or /etc/subgid, and no process has it. The block
-// starts above systemd's container range (0x80000-0x6FFFFFFF), so nspawn and podman
-// never hand these ids out either.
-const (
-	VMMUIDBase  = 0x70000000 // 1879048192
-	VMMUIDCount = 65536
-)
+// Each run that drops privileges claims one uid (and the gid of the same number) from
+// the block host.VMMUIDBase names, for itself.
 
 // ErrNoVMMUID means every uid of the block is held by a live run or taken by the host.
 var ErrNoVMMUID = errors.New("jail: no free vmm uid")
@@ -50,7 +45,7 @@ type uidClaim struct {
 // claimVMMUID takes the first uid of the block that nothing else holds.
 func claimVMMUID(base string) (*uidClaim, error) {
 	// The base must stay traversable for QEMU's uid, as newRunDir makes it.
-	if err := EnsureRunDirBase(base); err != nil {
+	if err := rundir.EnsureBase(base); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(base, uidClaimDir)
@@ -59,8 +54,8 @@ func claimVMMUID(base string) (*uidClaim, error) {
 	}
 	taken := hostIDs()
 	inUse := processUIDs()
-	for i := uint32(0); i < VMMUIDCount; i++ {
-		uid := VMMUIDBase + i
+	for i := uint32(0); i < host.VMMUIDCount; i++ {
+		uid := host.VMMUIDBase + i
 		if taken.has(uid) || inUse[uid] || !vmmIDFree(uid) {
 			continue
 		}
@@ -72,7 +67,7 @@ func claimVMMUID(base string) (*uidClaim, error) {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("%w in %d-%d (claims in %s): end other runs or run `crackbox gc`", ErrNoVMMUID, VMMUIDBase, VMMUIDBase+VMMUIDCount-1, dir)
+	return nil, fmt.Errorf("%w in %d-%d (claims in %s): end other runs or run `crackbox gc`", ErrNoVMMUID, host.VMMUIDBase, host.VMMUIDBase+host.VMMUIDCount-1, dir)
 }
 
 // tryClaimUID returns (nil, nil) when a live run holds uid.
@@ -163,7 +158,7 @@ func reapUIDClaim(path string) (uint32, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".claim"), 10, 32)
-	if err != nil || n < VMMUIDBase || n >= VMMUIDBase+VMMUIDCount {
+	if err != nil || n < host.VMMUIDBase || n >= host.VMMUIDBase+host.VMMUIDCount {
 		return 0, false
 	}
 	if os.Remove(path) != nil {

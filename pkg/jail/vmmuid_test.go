@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/crackbox/crackbox/pkg/jail/host"
 )
 
 func TestClaimVMMUIDDistinctAndReleased(t *testing.T) {
@@ -25,7 +27,7 @@ func TestClaimVMMUIDDistinctAndReleased(t *testing.T) {
 		t.Fatalf("two live claims got the same uid %d", a.UID)
 	}
 	for _, c := range []*uidClaim{a, b} {
-		if c.UID < VMMUIDBase || c.UID >= VMMUIDBase+VMMUIDCount {
+		if c.UID < host.VMMUIDBase || c.UID >= host.VMMUIDBase+host.VMMUIDCount {
 			t.Fatalf("uid %d outside the documented block", c.UID)
 		}
 		if !vmmIDFree(c.UID) {
@@ -51,8 +53,8 @@ func TestClaimVMMUIDDistinctAndReleased(t *testing.T) {
 }
 
 func TestClaimVMMUIDSkipsHostIDs(t *testing.T) {
-	s := idSet{ids: map[uint32]bool{VMMUIDBase: true}, ranges: [][2]uint64{{VMMUIDBase + 1, VMMUIDBase + 3}}}
-	for id, want := range map[uint32]bool{VMMUIDBase: true, VMMUIDBase + 1: true, VMMUIDBase + 2: true, VMMUIDBase + 3: false} {
+	s := idSet{ids: map[uint32]bool{host.VMMUIDBase: true}, ranges: [][2]uint64{{host.VMMUIDBase + 1, host.VMMUIDBase + 3}}}
+	for id, want := range map[uint32]bool{host.VMMUIDBase: true, host.VMMUIDBase + 1: true, host.VMMUIDBase + 2: true, host.VMMUIDBase + 3: false} {
 		if s.has(id) != want {
 			t.Errorf("has(%d) = %v, want %v", id, !want, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/crackbox/crackbox/internal/testreq"
 	"github.com/crackbox/crackbox/pkg/arizuko/store"
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/install"
 )
 
 // homeRunner records the host home and socket each folder's attempt got.
@@ -76,7 +77,7 @@ func TestNestedFoldersGetSiblingHomes(t *testing.T) {
 
 // The runner shares the home only if no component of its path is a symlink.
 func TestJailRunnerRefusesSymlinkedHome(t *testing.T) {
-	_, qerr := jail.FindQEMU()
+	_, qerr := install.FindQEMU()
 	testreq.Check(t, qerr, "qemu-system-x86_64", "make deps installs it")
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")

@@ -73,12 +73,12 @@ type Runner interface {
 // JailRunner runs each attempt in its own guest through jail.Run, with the
 // per-run network from netjail.
 type JailRunner struct {
-	Kernel    string // "" = jail.FindKernel's default
+	Kernel    string // "" = install.FindKernel's default
 	GuestInit string
 	Accel     string
-	CacheDir  string // kernels, initramfs images, snapshots; "" = jail.CacheDir()
+	CacheDir  string // kernels, initramfs images, snapshots; "" = install.CacheDir()
 	NetMode   string // netjail mode: "" (auto), tap, proxy-only or none
-	RunsDir   string // the run dir base of guests and their network claims; "" = jail.DefaultRunDirBase()
+	RunsDir   string // the run dir base of guests and their network claims; "" = rundir.DefaultBase()
 	Proxy     proxy.Options
 	Timeout   time.Duration // whole attempt, boot included; 0 = 30 min
 	Snapshot  string        // jail.Spec.Snapshot: "" (auto), on or off

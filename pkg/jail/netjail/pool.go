@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 	"github.com/vishvananda/netlink"
 
-	"github.com/crackbox/crackbox/pkg/jail"
 	"golang.org/x/sys/unix"
 )
 
@@ -99,7 +99,7 @@ func ipnetPrefix(n *net.IPNet) (netip.Prefix, bool) {
 func claimSubnet(runsDir string, pool netip.Prefix, busy []netip.Prefix, rec record) (*claim, error) {
 	// The runs dir is the jail's run dir base; a networked run is often the first
 	// to create it after a reboot, so it must get the mode QEMU needs.
-	if err := jail.EnsureRunDirBase(runsDir); err != nil {
+	if err := rundir.EnsureBase(runsDir); err != nil {
 		return nil, fmt.Errorf("netjail: %w", err)
 	}
 	dir := filepath.Join(runsDir, claimDirName)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/crackbox/crackbox/pkg/jail"
+	"github.com/crackbox/crackbox/pkg/jail/rundir"
 	"github.com/crackbox/crackbox/pkg/proxy"
 	"github.com/crackbox/crackbox/pkg/proxy/allow"
 	"github.com/crackbox/crackbox/pkg/proxy/dns"
@@ -23,7 +24,7 @@ import (
 // DefaultRunsDir holds the /30 claims when Options.RunsDir is unset: the
 // jail's run dir base (/run/crackbox as root, a tmpfs, so claims vanish with
 // the taps at reboot).
-func DefaultRunsDir() string { return jail.DefaultRunDirBase() }
+func DefaultRunsDir() string { return rundir.DefaultBase() }
 
 // DefaultProxyListen is where guest-init listens in proxy-only mode.
 const DefaultProxyListen = jail.DefaultProxyListen

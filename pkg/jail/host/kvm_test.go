@@ -1,12 +1,12 @@
-package jail
+package host
 
 import (
-	"github.com/crackbox/crackbox/internal/testreq"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/crackbox/crackbox/internal/testreq"
 )
 
 func TestCheckKVM(t *testing.T) {
@@ -51,8 +51,8 @@ func TestCheckKVM(t *testing.T) {
 	}
 }
 
-// TestQEMUGetsTheDeviceGroup: as root, QEMU's groups hold the group /dev/kvm really has,
-// not /etc/group's kvm, and never root's group.
+// TestQEMUGetsTheDeviceGroup: the group added to QEMU's as root is the one /dev/kvm
+// really has, not /etc/group's kvm, and never root's group.
 func TestQEMUGetsTheDeviceGroup(t *testing.T) {
 	testreq.Root(t, "chowns a fake device node")
 	dev := filepath.Join(t.TempDir(), "kvm")
@@ -63,11 +63,12 @@ func TestQEMUGetsTheDeviceGroup(t *testing.T) {
 		if err := os.Chown(dev, 0, gid); err != nil {
 			t.Fatal(err)
 		}
-		got := deviceGID(dev)
-		id := pickVMM(0, User{UID: 0, GID: 0}, got).ID
-		has := slices.Contains(id.Groups, uint32(gid))
-		if has != (gid != 0) {
-			t.Errorf("device gid %d: QEMU's groups %v", gid, id.Groups)
+		want := gid
+		if gid == 0 {
+			want = -1
+		}
+		if got := deviceGID(dev); got != want {
+			t.Errorf("device gid %d: deviceGID = %d, want %d", gid, got, want)
 		}
 	}
 }
@@ -76,7 +77,7 @@ func TestQEMUGetsTheDeviceGroup(t *testing.T) {
 // /dev/kvm, QEMU's uid cannot; auto picks TCG with a one-line reason, kvm is refused.
 func TestAutoFallsBackToTCGForQEMUsUser(t *testing.T) {
 	v := CheckKVM(&DevStat{Perm: 0o600}, KVMUser{UID: VMMUIDBase, GID: VMMUIDBase, Privileged: true})
-	p := HostProbe{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
+	p := Facts{KVMOpens: v.OK, KVMErr: v.Why, KVMFix: v.Fix, KVMModule: "kvm_intel", CPUVirtExt: true}
 	acc, why, err := ChooseAccel(AccelAuto, p)
 	if err != nil || acc != AccelTCG {
 		t.Fatalf("auto = %s, %v; want tcg", acc, err)

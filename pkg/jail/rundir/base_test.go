@@ -1,4 +1,4 @@
-package jail
+package rundir
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 func TestEnsureRunDirBase(t *testing.T) {
-	want := runDirBaseMode(os.Geteuid())
+	want := baseMode(os.Geteuid())
 	for _, tc := range []struct {
 		name    string
 		prepare func(t *testing.T, base string)
@@ -27,7 +27,7 @@ func TestEnsureRunDirBase(t *testing.T) {
 		{"another user's", func(t *testing.T, b string) {
 			testreq.Root(t, "chowns the base to another user")
 			mkdirMode(t, b, 0o711)
-			if err := os.Chown(b, NobodyUID, NobodyGID); err != nil {
+			if err := os.Chown(b, 65534, 65534); err != nil {
 				t.Fatal(err)
 			}
 		}, 0},
@@ -39,10 +39,10 @@ func TestEnsureRunDirBase(t *testing.T) {
 			} else {
 				tc.prepare(t, base)
 			}
-			err := EnsureRunDirBase(base)
+			err := EnsureBase(base)
 			if tc.mode == 0 {
-				if !errors.Is(err, ErrRunDirBase) {
-					t.Fatalf("err = %v, want ErrRunDirBase", err)
+				if !errors.Is(err, ErrBase) {
+					t.Fatalf("err = %v, want ErrBase", err)
 				}
 				return
 			}
@@ -70,14 +70,11 @@ func mkdirMode(t *testing.T, dir string, mode os.FileMode) {
 	}
 }
 
-// TestDefaultRunDirBaseFollowsEnv: one variable moves the base for every creator.
-func TestDefaultRunDirBaseFollowsEnv(t *testing.T) {
+// TestDefaultBaseFollowsEnv: one variable moves the base for every creator.
+func TestDefaultBaseFollowsEnv(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv(RunDirBaseEnv, dir)
-	if got := DefaultRunDirBase(); got != dir {
-		t.Errorf("DefaultRunDirBase() = %s, want %s", got, dir)
-	}
-	if got := runDirBase(""); got != dir {
-		t.Errorf("runDirBase(\"\") = %s, want %s", got, dir)
+	t.Setenv(BaseEnv, dir)
+	if got := DefaultBase(); got != dir {
+		t.Errorf("DefaultBase() = %s, want %s", got, dir)
 	}
 }

@@ -1,7 +1,11 @@
-package jail
+// Package install finds what a run boots from on this host: the guest kernel, guest-init,
+// QEMU and virtiofsd, in the caller's cache, next to the running binary, or where
+// `make install` and the packages put them. Run, `crackbox doctor` and `crackbox setup`
+// look through it, so they agree on what a run would use.
+package install
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,14 +13,21 @@ import (
 	"os/user"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // System-wide install locations.
 const (
 	SystemKernel    = "/usr/lib/crackbox/vmlinux"
 	SystemGuestInit = "/usr/lib/crackbox/guest-init"
+	// Virtiofsd is where Debian's QEMU ships virtiofsd.
+	Virtiofsd = "/usr/lib/qemu/virtiofsd"
+)
+
+// What the lookups find missing; pkg/jail hands them on as its own sentinels.
+var (
+	ErrNoKernel    = errors.New("no guest kernel")
+	ErrNoQEMU      = errors.New("qemu-system-x86_64 not found")
+	ErrNoGuestInit = errors.New("no guest-init")
 )
 
 // CacheDir is the default cache of kernels, initramfs images and snapshots (the
@@ -112,7 +123,7 @@ func InstalledFile(name string) string {
 func FindGuestInit(explicit string) (string, error) {
 	if explicit != "" {
 		if st, err := os.Stat(explicit); err != nil || !st.Mode().IsRegular() {
-			return "", fmt.Errorf("%w: guest-init %s is not a file; build it with `make guest-init`", ErrBadSpec, explicit)
+			return "", fmt.Errorf("%w: guest-init %s is not a file; build it with `make guest-init`", ErrNoGuestInit, explicit)
 		}
 		return explicit, nil
 	}
@@ -129,7 +140,7 @@ func FindGuestInit(explicit string) (string, error) {
 		return SystemGuestInit, nil
 	}
 	return "", fmt.Errorf("%w: guest-init not found next to crackbox, in ../lib/crackbox or at %s; build it with `make guest-init`, install with `make install`, or set CRACKBOX_GUEST_INIT",
-		ErrBadSpec, SystemGuestInit)
+		ErrNoGuestInit, SystemGuestInit)
 }
 
 // FindQEMU returns the path of qemu-system-x86_64.
@@ -139,29 +150,6 @@ func FindQEMU() (string, error) {
 		return "", fmt.Errorf("%w: install it (Debian: apt-get install qemu-system-x86)", ErrNoQEMU)
 	}
 	return p, nil
-}
-
-// tscKHz is the host TSC frequency for tsc_early_khz=: under TCG on microvm the guest
-// cannot calibrate its TSC and hangs without it.
-func tscKHz() int {
-	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/tsc_freq_khz"); err == nil {
-		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
-			return v
-		}
-	}
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), ":")
-			if ok && strings.TrimSpace(k) == "cpu MHz" {
-				if mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && mhz > 0 {
-					return int(mhz * 1000)
-				}
-			}
-		}
-	}
-	return 2000000
 }
 
 // checkKernelImage accepts an ELF vmlinux (PVH entry) or a bzImage ("HdrS" at 0x202).

@@ -1,4 +1,8 @@
-package jail
+// Package rundir owns the run dir base: the one directory under which every run of
+// crackbox (jail, netjail) and arizuko makes its run dir, sockets and claims. Its
+// creators share one default and one check, so whichever runs first after a reboot
+// leaves the same directory.
+package rundir
 
 import (
 	"errors"
@@ -10,17 +14,17 @@ import (
 	"github.com/crackbox/crackbox/internal/envvar"
 )
 
-// RunDirBaseEnv names the environment variable that moves the run dir base for every
+// BaseEnv names the environment variable that moves the run dir base for every
 // creator (jail, netjail, arizuko); tests point it at a fresh directory.
-const RunDirBaseEnv = envvar.RunDir
+const BaseEnv = envvar.RunDir
 
-// ErrRunDirBase means the run dir base exists in a state crackbox will not use or repair.
-var ErrRunDirBase = errors.New("run dir base unusable")
+// ErrBase means the run dir base exists in a state crackbox will not use or repair.
+var ErrBase = errors.New("run dir base unusable")
 
-// DefaultRunDirBase is $CRACKBOX_RUN_DIR, else /run/crackbox for root, else
+// DefaultBase is $CRACKBOX_RUN_DIR, else /run/crackbox for root, else
 // $XDG_RUNTIME_DIR/crackbox, else a per-user directory under the temp dir.
-func DefaultRunDirBase() string {
-	if d := envvar.Get(RunDirBaseEnv); d != "" {
+func DefaultBase() string {
+	if d := envvar.Get(BaseEnv); d != "" {
 		return d
 	}
 	if os.Geteuid() == 0 {
@@ -32,31 +36,31 @@ func DefaultRunDirBase() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("crackbox-%d", os.Geteuid()))
 }
 
-// runDirBaseMode is the mode the base needs: as root QEMU runs under another uid and
+// baseMode is the mode the base needs: as root QEMU runs under another uid and
 // must traverse the base to reach its own run dir, so others get search (x) only.
-func runDirBaseMode(euid int) os.FileMode {
+func baseMode(euid int) os.FileMode {
 	if euid == 0 {
 		return 0o711
 	}
 	return 0o700
 }
 
-// EnsureRunDirBase creates base with the mode QEMU needs, or checks and repairs an
+// EnsureBase creates base with the mode QEMU needs, or checks and repairs an
 // existing one. Every creator of the base calls it, so whichever runs first after a
 // reboot (/run is a tmpfs) leaves the same directory. It refuses a base that is not a
 // directory, belongs to another user, or that others may write to: crackbox would put
 // sockets and run dirs where someone else can replace them.
-func EnsureRunDirBase(base string) error {
-	missing, repair, err := inspectRunDirBase(base)
+func EnsureBase(base string) error {
+	missing, repair, err := inspectBase(base)
 	if err != nil {
 		return err
 	}
 	if missing {
-		if err := os.MkdirAll(base, runDirBaseMode(os.Geteuid())); err != nil {
+		if err := os.MkdirAll(base, baseMode(os.Geteuid())); err != nil {
 			return fmt.Errorf("run dir base %s: %w", base, err)
 		}
 		// MkdirAll applies the umask; inspect again to set the exact bits.
-		if _, repair, err = inspectRunDirBase(base); err != nil {
+		if _, repair, err = inspectBase(base); err != nil {
 			return err
 		}
 	}
@@ -70,30 +74,30 @@ func EnsureRunDirBase(base string) error {
 	return nil
 }
 
-// CheckRunDirBase says what EnsureRunDirBase would do with base, changing nothing:
+// CheckBase says what EnsureBase would do with base, changing nothing:
 // "" when it is fine, else what would be created or repaired; an error when it would
 // refuse the base.
-func CheckRunDirBase(base string) (string, error) {
-	missing, repair, err := inspectRunDirBase(base)
+func CheckBase(base string) (string, error) {
+	missing, repair, err := inspectBase(base)
 	switch {
 	case err != nil:
 		return "", err
 	case missing:
-		return fmt.Sprintf("%s will be created with mode %04o by the first run", base, runDirBaseMode(os.Geteuid())), nil
+		return fmt.Sprintf("%s will be created with mode %04o by the first run", base, baseMode(os.Geteuid())), nil
 	case repair != 0:
 		return fmt.Sprintf("%s will be set to mode %04o by the next run, so QEMU can traverse it", base, repair), nil
 	}
 	return "", nil
 }
 
-// inspectRunDirBase reports whether base is missing, the mode to chmod it to (0: none
+// inspectBase reports whether base is missing, the mode to chmod it to (0: none
 // needed), or why it cannot be used.
-func inspectRunDirBase(base string) (missing bool, repair os.FileMode, err error) {
+func inspectBase(base string) (missing bool, repair os.FileMode, err error) {
 	if base == "" {
-		return false, 0, fmt.Errorf("%w: empty path", ErrRunDirBase)
+		return false, 0, fmt.Errorf("%w: empty path", ErrBase)
 	}
 	euid := os.Geteuid()
-	want := runDirBaseMode(euid)
+	want := baseMode(euid)
 	fi, err := os.Lstat(base)
 	if errors.Is(err, os.ErrNotExist) {
 		return true, 0, nil
@@ -101,16 +105,16 @@ func inspectRunDirBase(base string) (missing bool, repair os.FileMode, err error
 	if err != nil {
 		return false, 0, fmt.Errorf("run dir base %s: %w", base, err)
 	}
-	fix := fmt.Sprintf("remove it (rm -rf %s) or point %s at another directory", base, RunDirBaseEnv)
+	fix := fmt.Sprintf("remove it (rm -rf %s) or point %s at another directory", base, BaseEnv)
 	if !fi.IsDir() {
-		return false, 0, fmt.Errorf("%w: %s is not a directory (a symlink?): %s", ErrRunDirBase, base, fix)
+		return false, 0, fmt.Errorf("%w: %s is not a directory (a symlink?): %s", ErrBase, base, fix)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != euid {
-		return false, 0, fmt.Errorf("%w: %s belongs to uid %d, not %d: %s", ErrRunDirBase, base, st.Uid, euid, fix)
+		return false, 0, fmt.Errorf("%w: %s belongs to uid %d, not %d: %s", ErrBase, base, st.Uid, euid, fix)
 	}
 	mode := fi.Mode()
 	if mode.Perm()&0o022 != 0 || mode&os.ModeSticky != 0 {
-		return false, 0, fmt.Errorf("%w: %s is writable by others (mode %04o): %s", ErrRunDirBase, base, mode.Perm(), fix)
+		return false, 0, fmt.Errorf("%w: %s is writable by others (mode %04o): %s", ErrBase, base, mode.Perm(), fix)
 	}
 	if mode.Perm()&want != want {
 		return false, mode.Perm() | want, nil

@@ -1,4 +1,4 @@
-package jail
+package host
 
 import (
 	"errors"
@@ -12,6 +12,16 @@ import (
 
 // KVMDevice is the device QEMU opens for -accel kvm.
 const KVMDevice = "/dev/kvm"
+
+// The per-run QEMU identities. As root, each run that drops privileges claims one uid (and
+// the gid of the same number) from this block for itself (pkg/jail): no account in
+// /etc/passwd or /etc/group, no range in /etc/subuid or /etc/subgid, and no process has
+// it. The block starts above systemd's container range (0x80000-0x6FFFFFFF), so nspawn
+// and podman never hand these ids out either.
+const (
+	VMMUIDBase  = 0x70000000 // 1879048192
+	VMMUIDCount = 65536
+)
 
 // DevStat is what access to a device node depends on: its owner, group and mode.
 type DevStat struct {
@@ -116,9 +126,9 @@ func statDevice(path string) (*DevStat, error) {
 	return d, nil
 }
 
-// kvmDeviceGID is /dev/kvm's group, added to QEMU's groups when crackbox is root; -1
+// KVMGroup is /dev/kvm's group, added to QEMU's groups when crackbox is root; -1
 // when there is no device or its group is root's.
-func kvmDeviceGID() int { return deviceGID(KVMDevice) }
+func KVMGroup() int { return deviceGID(KVMDevice) }
 
 func deviceGID(path string) int {
 	d, err := statDevice(path)
@@ -128,7 +138,8 @@ func deviceGID(path string) int {
 	return int(d.GID)
 }
 
-// qemuKVMUser is the identity QEMU would run as on this host, as Run picks it.
+// qemuKVMUser is the identity QEMU would run as on this host, as Run picks it (pkg/jail
+// pickVMM).
 func qemuKVMUser() KVMUser {
 	euid := os.Geteuid()
 	if euid != 0 {
@@ -147,8 +158,13 @@ func qemuKVMUser() KVMUser {
 		}
 		return u
 	}
-	id := pickVMM(euid, invokingUser(), kvmDeviceGID()).ID
-	return KVMUser{UID: id.UID, GID: id.GID, Groups: id.Groups, Privileged: true}
+	// Root drops QEMU to a uid of the run's own block with /dev/kvm's group added; the
+	// block's first uid stands for whichever the run claims.
+	var groups []uint32
+	if gid := KVMGroup(); gid > 0 {
+		groups = []uint32{uint32(gid)}
+	}
+	return KVMUser{UID: VMMUIDBase, GID: VMMUIDBase, Groups: groups, Privileged: true}
 }
 
 // probeKVMAccess runs CheckKVM for QEMU's identity on this host. Unprivileged, QEMU is
