@@ -42,7 +42,7 @@ func TestOpenURLRefuses(t *testing.T) {
 		{"password parameter", fmt.Sprintf("postgres://u@127.0.0.1:%d/x?password=s3cret", port), ErrUnreachable, []string{"password=xxxxx"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := OpenURL(context.Background(), c.url, true)
+			s, err := OpenURL(context.Background(), c.url, true, nil)
 			if err == nil {
 				s.Close()
 				t.Fatal("opened")
@@ -67,15 +67,15 @@ func TestOpenURLRefuses(t *testing.T) {
 func TestOpenURLWithoutCreate(t *testing.T) {
 	url := pgtest.DB(t)
 	ctx := context.Background()
-	if _, err := OpenURL(ctx, url, false); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "arizuko init --store") {
+	if _, err := OpenURL(ctx, url, false, nil); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "arizuko init --store") {
 		t.Fatalf("open of an empty database = %v, want ErrNotFound naming arizuko init", err)
 	}
-	s, err := OpenURL(ctx, url, true)
+	s, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = OpenURL(ctx, url, false)
+	s, err = OpenURL(ctx, url, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +90,14 @@ func TestOpenURLWithoutCreate(t *testing.T) {
 func TestClaim(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := OpenURL(ctx, url, true)
+	a, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Claim(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenURL(ctx, url, false)
+	b, err := OpenURL(ctx, url, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestClaim(t *testing.T) {
 func TestClaimTakesOverFromDeadHolder(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := OpenURL(ctx, url, true)
+	s, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
