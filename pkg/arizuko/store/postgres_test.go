@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -148,5 +150,30 @@ func TestClaimTakesOverFromDeadHolder(t *testing.T) {
 	}()
 	if err := s.Claim(ctx); err != nil {
 		t.Fatalf("claim while the holder dies: %v", err)
+	}
+}
+
+// A connection to a remote server that is not verified TLS is a warning in the
+// store's logger; a local one, or verify-full, is not.
+func TestWarnPlaintext(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"postgres://u@db.example.com/arizuko?sslmode=disable", true},
+		{"postgres://u@db.example.com/arizuko?sslmode=require", true},
+		{"postgres://u@db.example.com/arizuko?sslmode=verify-full", false},
+		{"postgres://u@127.0.0.1/arizuko?sslmode=disable", false},
+		{"postgres://u@localhost/arizuko?sslmode=disable", false},
+	} {
+		cfg, err := parseURL(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		var buf bytes.Buffer
+		warnPlaintext(cfg, "db", slog.New(slog.NewTextHandler(&buf, nil)))
+		if got := strings.Contains(buf.String(), `level=WARN msg="store connection is not verified TLS`); got != c.warn {
+			t.Errorf("%s: warned %v (%q), want %v", c.url, got, buf.String(), c.warn)
+		}
 	}
 }
