@@ -124,7 +124,7 @@ func (r *slackRun) run(ctx context.Context) error {
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	sa, err := slackadapter.New(ctx, slackadapter.Options{SigningSecret: r.signing, BotToken: r.bot, APIURL: r.apiURL,
-		Secret: r.secret, Post: slackadapter.PostTo(r.base, r.token, client), HTTPClient: client, MaxWait: r.maxWait})
+		Secret: r.secret, Post: slackadapter.PostTo(r.base, r.token, client), HTTPClient: client, MaxWait: r.maxWait, Log: slog.Default()})
 	if err != nil {
 		return err
 	}

@@ -45,18 +45,37 @@ func TestAdapterHearsTypingAndReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := service.MessageIn{ChatJID: "kit:1", Platform: "kit", Sender: "kit:u", Text: "ping", PlatformID: "evt-1"}
-	for range 2 { // the second is an adapter's retry
-		if err := daemonCall(ctx, base, token, http.MethodPost, "/v1/messages", in, nil); err != nil {
+	for i := range 2 { // the second is an adapter's retry
+		var ing service.Ingest
+		if err := daemonCall(ctx, base, token, http.MethodPost, "/v1/messages", in, &ing); err != nil {
 			t.Fatal(err)
+		}
+		if ing.Duplicate != (i == 1) {
+			t.Fatalf("post %d: duplicate %v, want only the retry a duplicate", i+1, ing.Duplicate)
 		}
 	}
 	want := []string{"typing on kit:1", "send echo: ping", "typing off kit:1"}
-	eventually.True(t, time.Minute, "the adapter hears the turn", func() bool {
+	// Once the one turn has ended and its reply is marked sent, nothing more
+	// can reach the adapter: the retry started no turn and a sent reply is not
+	// sent again.
+	eventually.True(t, time.Minute, "the turn ends, its reply is sent and the adapter hears it", func() bool {
+		ts, err := st.ListTurns(ctx, "desk", 10)
+		if err != nil || len(ts) != 1 || ts[0].EndedAt == 0 {
+			return false
+		}
+		outs, err := st.TurnOutbound(ctx, ts[0].ID)
+		if err != nil || len(outs) == 0 {
+			return false
+		}
+		for _, o := range outs {
+			if o.Status != "sent" {
+				return false
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		return len(heard) >= len(want)
 	})
-	time.Sleep(300 * time.Millisecond) // anything more would arrive now
 	mu.Lock()
 	defer mu.Unlock()
 	if len(heard) != len(want) || heard[0] != want[0] || !slices.Contains(heard, want[1]) || !slices.Contains(heard, want[2]) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,33 +134,51 @@ func TestScheduledTurnLatency(t *testing.T) {
 	if stored < 0 || stored > 2*time.Second {
 		t.Errorf("fired %s after its due time, want within a second or two", stored)
 	}
+	// The live schedule is added before the removal, so it does not take the
+	// removed one's id.
+	var live store.Schedule
+	apiCall(t, base, token, "POST", "/v1/schedules", service.ScheduleIn{Folder: "acme", Cron: "* * * * * *", Prompt: "live ping"}, &live)
 	apiCall(t, base, token, "DELETE", fmt.Sprintf("/v1/schedules/%d", sc.ID), nil, nil)
-	time.Sleep(100 * time.Millisecond) // a firing under way when it was removed
-	count := func() (n int, ids map[string]int) {
-		ids = map[string]int{}
+	removed := time.Now()
+	// firings maps each due time a schedule fired for to its count.
+	firings := func(id int64) map[time.Time]int {
+		out := map[time.Time]int{}
 		ms, _ := st.ListMessages(context.Background(), "web:acme", 0, 1000)
 		for _, m := range ms {
-			if m.Sender == service.SchedulePrincipal(sc.ID) {
-				n++
-				ids[m.PlatformID]++
+			if due, ok := strings.CutPrefix(m.PlatformID, service.SchedulePrincipal(id)+":"); ok && m.Sender == service.SchedulePrincipal(id) {
+				at, _ := strconv.ParseInt(due, 10, 64)
+				out[time.UnixMilli(at)]++
 			}
 		}
-		return n, ids
+		return out
 	}
-	n, ids := count()
-	for id, k := range ids {
-		if k != 1 {
-			t.Errorf("due time %s fired %d times", id, k)
+	// The scheduler fires what is due one pass at a time: the live schedule's
+	// third firing due after the removal comes in a pass after one that would
+	// have seen the removed schedule's next due time, so what the removed one
+	// fired is final then.
+	eventually.True(t, time.Minute, "the live schedule fires three times after the removal", func() bool {
+		n := 0
+		for due := range firings(live.ID) {
+			if due.After(removed) {
+				n++
+			}
 		}
-	}
-	time.Sleep(2500 * time.Millisecond) // past the next due time of the every-two-seconds schedule, which must not fire
-	if after, _ := count(); after != n {
-		t.Fatalf("the removed schedule fired %d more times", after-n)
+		return n >= 3
+	})
+	n := 0
+	for due, k := range firings(sc.ID) {
+		n += k
+		if k != 1 {
+			t.Errorf("due time %s fired %d times", due, k)
+		}
+		if due.After(removed) {
+			t.Errorf("the removed schedule fired for %s, after its removal at %s", due, removed)
+		}
 	}
 	audit, _ := st.ListAudit(context.Background(), 1000)
 	fired := 0
 	for _, a := range audit {
-		if a.Action == "schedule:fire" && a.Decision == "allow" && a.Scope == "acme" {
+		if a.Action == "schedule:fire" && a.Decision == "allow" && a.Scope == "acme" && strings.HasPrefix(a.Reason, fmt.Sprintf("schedule %d due ", sc.ID)) {
 			fired++
 		}
 	}
@@ -196,21 +215,51 @@ func TestFleetControlPlanesFireOnce(t *testing.T) {
 	if ids[0] != ids[1] {
 		t.Fatalf("schedule ids %v: the two planes must hold the same schedule", ids)
 	}
-	time.Sleep(4500 * time.Millisecond) // four due times of the every-second schedule pass on both planes
-	fired := map[string][]int{}
-	for i, st := range stores {
-		ms, err := st.ListMessages(context.Background(), "web:acme", 0, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range ms {
-			if m.Sender == service.SchedulePrincipal(ids[i]) {
-				fired[m.PlatformID] = append(fired[m.PlatformID], i)
+	collect := func() map[string][]int {
+		fired := map[string][]int{}
+		for i, st := range stores {
+			ms, err := st.ListMessages(context.Background(), "web:acme", 0, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				if m.Sender == service.SchedulePrincipal(ids[i]) {
+					fired[m.PlatformID] = append(fired[m.PlatformID], i)
+				}
 			}
 		}
+		return fired
 	}
-	if len(fired) < 3 {
-		t.Fatalf("%d due times fired in 4.5 s of an every-second schedule: %v", len(fired), fired)
+	// A plane handles due times one pass at a time and stores the next run
+	// before it fires, so one whose next run is two seconds past the third
+	// due time fired has fired that and every earlier one, or lost the claim.
+	var third int64
+	eventually.True(t, time.Minute, "three due times fire and both planes pass them", func() bool {
+		var dues []int64
+		for id := range collect() {
+			_, ms, _ := strings.Cut(id, service.SchedulePrincipal(ids[0])+":")
+			at, _ := strconv.ParseInt(ms, 10, 64)
+			dues = append(dues, at)
+		}
+		if len(dues) < 3 {
+			return false
+		}
+		slices.Sort(dues)
+		third = dues[2]
+		for _, st := range stores {
+			sc, err := st.GetSchedule(context.Background(), ids[0])
+			if err != nil || sc.NextRun <= third+2000 {
+				return false
+			}
+		}
+		return true
+	})
+	fired := map[string][]int{}
+	for id, planes := range collect() {
+		_, ms, _ := strings.Cut(id, service.SchedulePrincipal(ids[0])+":")
+		if at, _ := strconv.ParseInt(ms, 10, 64); at <= third {
+			fired[id] = planes
+		}
 	}
 	for due, planes := range fired {
 		if len(planes) != 1 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -82,7 +83,7 @@ func (c *chatSession) serveAdapter(secret string) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	h := &adapter.Handler{Secret: secret,
+	h := &adapter.Handler{Secret: secret, Log: slog.Default(),
 		Send: func(ctx context.Context, d adapter.Delivery) (string, error) {
 			if d.ChatJID != c.chat {
 				// Not ours: the daemon retries it later, maybe with its own adapter.

@@ -142,7 +142,7 @@ func TestChatBudgetNotice(t *testing.T) {
 type slowAgent struct{ hostProcess }
 
 func (s slowAgent) Run(ctx context.Context, j turn.Job) (turn.Result, error) {
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // the scenario: a turn that takes a while, not a wait for anything
 	return s.hostProcess.Run(ctx, j)
 }
 

@@ -3,7 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,7 +58,7 @@ type Secrets struct {
 }
 
 // ring opens the key ring the secrets settings name.
-func (s Secrets) ring() (*secrets.Ring, error) { return secrets.Load(s.key, s.KeyFile) }
+func (s Secrets) ring() (*secrets.Ring, error) { return secrets.Load(s.key, s.KeyFile, slog.Default()) }
 
 // Routing configures the resolver.
 type Routing struct {

@@ -130,7 +130,7 @@ func (a *app) connect(ctx context.Context) (service.Service, context.Context, fu
 		return nil, ctx, nil, kerr
 	}
 	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
-		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL, AllowCIDRs: cfg.Turns.proxy.AllowCIDRs, Limits: cfg.Limits})
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL, AllowCIDRs: cfg.Turns.proxy.AllowCIDRs, Limits: cfg.Limits, Log: slog.Default()})
 	if err != nil {
 		lock.Close()
 		return nil, ctx, nil, err

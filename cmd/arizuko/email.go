@@ -34,7 +34,7 @@ func startEmail(ctx context.Context, ec email.Config, k kickingService) (stop fu
 	// The operator configured the channel, so it posts as the operator.
 	admin := service.WithPrincipal(ctx, service.AdminPrincipal)
 	ch, err := email.New(email.Options{Config: ec, Sink: k, Audit: k.Local.Store().Audit,
-		Home: func(f string) (string, error) { return folder.EnsureHome(dataDir, f) }})
+		Home: func(f string) (string, error) { return folder.EnsureHome(dataDir, f) }, Log: slog.Default()})
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,39 @@ func (m *mailEnv) replies(t *testing.T, n int) []*mail.Message {
 	return out
 }
 
+// settled waits until every turn of folder has ended and no reply those turns
+// wrote is still pending, and returns the replies: from then on no further
+// mail goes out, so a count of alice's mail is final once it reaches theirs.
+func (m *mailEnv) settled(t *testing.T, folder string) []store.Outbound {
+	t.Helper()
+	ctx := context.Background()
+	var outs []store.Outbound
+	eventually.True(t, 2*time.Minute, "the folder's turns end and their replies go out", func() bool {
+		outs = nil
+		ts, err := m.e.Store.ListTurns(ctx, folder, 100)
+		if err != nil {
+			return false
+		}
+		for _, tr := range ts {
+			if tr.EndedAt == 0 {
+				return false
+			}
+			replies, err := m.e.Store.TurnOutbound(ctx, tr.ID)
+			if err != nil {
+				return false
+			}
+			for _, o := range replies {
+				if o.Status == "pending" {
+					return false
+				}
+			}
+			outs = append(outs, replies...)
+		}
+		return true
+	})
+	return outs
+}
+
 func body(t *testing.T, m *mail.Message) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -231,9 +264,13 @@ Message-ID: <m3@good.test>
 
 third
 `)
-	rs := m.replies(t, 3)
-	time.Sleep(time.Second) // a fourth mail, which must not come, would come by now
-	if rs = m.replies(t, 3); len(rs) != 3 || rs[2].Header.Get("In-Reply-To") != "<m3@good.test>" {
+	m.replies(t, 3)
+	// The turns have settled with as many replies as alice may get; a fourth
+	// mail would be a fourth reply among them.
+	if outs := m.settled(t, "mail"); len(outs) != 3 {
+		t.Fatalf("%d replies written, want 3: %+v", len(outs), outs)
+	}
+	if rs := m.replies(t, 3); len(rs) != 3 || rs[2].Header.Get("In-Reply-To") != "<m3@good.test>" {
 		t.Fatalf("alice has %d mails; the third answers %q", len(rs), rs[len(rs)-1].Header.Get("In-Reply-To"))
 	}
 	audit, err := m.e.Store.ListAudit(ctx, 20)
@@ -286,13 +323,14 @@ func TestEmailIMAPRestartMidIdle(t *testing.T) {
 		t.Fatalf("n3 not answered after dovecot came back\n%s", m.s.Log())
 	}
 	t.Logf("mail that came while dovecot was down answered %s after it came back", time.Since(down))
-	// Time for a duplicate to show.
-	time.Sleep(2 * time.Second)
+	// A duplicate would be a turn of its own: once the turns settle, every
+	// reply there will be is written, and alice's mailbox fills up to them.
+	outs := m.settled(t, "mail")
 	ts, err := m.e.Store.ListTurns(ctx, "mail", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := m.replies(t, 2)
+	rs := m.replies(t, len(outs))
 	answered := map[string]int{}
 	for _, r := range rs {
 		answered[r.Header.Get("In-Reply-To")]++

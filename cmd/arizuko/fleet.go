@@ -144,7 +144,7 @@ func startDispatch(ctx context.Context, fc FleetConfig, g *gated.Server, gate *a
 	s.Homes.Retention = fc.Home.retention()
 	go collectHomes(ctx, s.Homes)
 	d := dispatch.NewDispatcher(dispatch.Options{JS: js, Setup: s, Gated: g, Gate: gate, Require: fc.require, LeaseTTL: fc.LeaseTTL.Duration,
-		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg})
+		HomeLimits: fc.Home.limits, KeepFailed: fc.Home.keepFailed, Metrics: reg, Log: slog.Default()})
 	slog.Info("turns dispatched to the fleet", "nats", nc.ConnectedUrlRedacted())
 	return d, js, nc.Close, nil
 }

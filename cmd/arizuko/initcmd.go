@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -33,7 +34,7 @@ func newInitCmd(a *app) *cobra.Command {
 				return fmt.Errorf("%s: %w", cfg.DataDir, err)
 			}
 			defer lock.Close()
-			l, err := service.Open(cmd.Context(), service.Options{DataDir: cfg.DataDir, Create: true, Store: cfg.Store.URL})
+			l, err := service.Open(cmd.Context(), service.Options{DataDir: cfg.DataDir, Create: true, Store: cfg.Store.URL, Log: slog.Default()})
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,7 @@ func TestObserveLsRm(t *testing.T) {
 	mustAz(t, e, "folder", "add", "acme")
 	mustAz(t, e, "folder", "add", "globex")
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(data, "arizuko.db"))
+	st, err := store.Open(ctx, filepath.Join(data, "arizuko.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runRunner(ctx, auth, &dispatch.Client{URL: server, Token: token},
-				dispatch.RunnerOptions{Capacity: capacity, Labels: ls, Exec: exec, DataDir: cfg.DataDir})
+				dispatch.RunnerOptions{Capacity: capacity, Labels: ls, Exec: exec, DataDir: cfg.DataDir, Log: slog.Default()})
 		},
 	}
 	f := c.Flags()

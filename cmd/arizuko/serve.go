@@ -76,7 +76,7 @@ func serve(ctx context.Context, cfg *Config, listen string) error {
 	defer lock.Close()
 
 	l, err := service.Open(ctx, service.Options{DataDir: cfg.DataDir, Ring: ring, EngagementTTL: cfg.Routing.EngagementTTL.Duration,
-		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL, AllowCIDRs: cfg.Turns.proxy.AllowCIDRs, Limits: cfg.Limits})
+		MaxTurnsPerDay: cfg.Turns.MaxTurnsPerDay, Store: cfg.Store.URL, AllowCIDRs: cfg.Turns.proxy.AllowCIDRs, Limits: cfg.Limits, Log: slog.Default()})
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ func TestTurnsCommandsOnDataDir(t *testing.T) {
 	mustAz(t, e, "folder", "add", "corp")
 	mustAz(t, e, "send", "web:corp", "what is up")
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(data, "arizuko.db"))
+	st, err := store.Open(ctx, filepath.Join(data, "arizuko.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

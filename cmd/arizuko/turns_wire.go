@@ -82,7 +82,7 @@ func (tc TurnsConfig) validate() error {
 // Tests of this package replace it with a host process.
 var newTurnRunner = func(tc TurnsConfig) turn.Runner {
 	return withCrackboxEnv(&turn.JailRunner{Kernel: tc.Kernel, GuestInit: tc.GuestInit, Accel: tc.Accel, NetMode: tc.NetMode,
-		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy}, os.LookupEnv)
+		Timeout: tc.TurnTimeout.Duration, UID: -1, GID: -1, Proxy: tc.proxy, Log: slog.Default()}, os.LookupEnv)
 }
 
 // kickingService wakes the turn queue for every routed message it accepts,
@@ -136,11 +136,11 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	st := l.Store()
-	d := delivery.New(delivery.Options{Store: st})
+	d := delivery.New(delivery.Options{Store: st, Log: slog.Default()})
 	var q *turn.Queue
 	g := gated.New(gated.Options{
 		Store: st, Gate: l.Gate(), Control: l, DataDir: l.DataDir(), MaxDepth: tc.MaxDelegationDepth,
-		OnMessage: func(f, _ string) { q.Kick(f) }, OnOutbound: d.Wake,
+		OnMessage: func(f, _ string) { q.Kick(f) }, OnOutbound: d.Wake, Log: slog.Default(),
 	})
 	runner := newTurnRunner(tc)
 	stopFleet := func() {}
@@ -169,8 +169,9 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 		MaxTurnsPerDay:  l.TurnBudgetDefault(),
 		OnOutbound:      d.Wake,
 		OnTurn:          d.TurnTyping,
+		Log:             slog.Default(),
 	})
-	sched := &schedule.Scheduler{Store: st, Claim: claims}
+	sched := &schedule.Scheduler{Store: st, Claim: claims, Log: slog.Default()}
 	kick := kickingService{l, q, d, sched}
 	sched.Fire = func(ctx context.Context, f schedule.Firing) error {
 		return fireSchedule(ctx, l, kick.PostMessage, f)
@@ -182,7 +183,7 @@ func startTurns(ctx context.Context, tc TurnsConfig, l *service.Local, token, se
 	go func() { defer wg.Done(); sched.Run(ctx) }()
 	slog.Info("turn pipeline started", "max_guests", tc.MaxConcurrentGuests, "net", firstNonEmpty(tc.NetMode, "auto"))
 
-	core := api.NewServer(kick, map[string]string{token: service.AdminPrincipal}).WithTokens(l)
+	core := api.NewServer(kick, map[string]string{token: service.AdminPrincipal}).WithTokens(l).WithLog(slog.Default())
 	hook.New(l, kick.PostMessage).Register(core)
 	var homes homeKeeper = &localHomes{data: l.DataDir(), lim: tc.fleet.Home.limits}
 	if fleet != nil {

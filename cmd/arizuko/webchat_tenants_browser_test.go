@@ -82,9 +82,18 @@ func TestWebChatTenantsApartInChromium(t *testing.T) {
 	must(wa, err)
 	_, err = wg.WaitText(wait, "#log", "echo: globex launch plan")
 	must(wg, err)
-	// Both streams have seen their own answer; give each a moment more to
-	// show anything it should not.
-	time.Sleep(time.Second)
+	// A stream shows what was stored in order: once a message each tenant
+	// sends now shows in its own chat, anything of the other's, stored
+	// before it, would have shown too.
+	for _, c := range []struct {
+		wd   *webdriver.Session
+		text string
+	}{{wa, "acme checks in"}, {wg, "globex checks in"}} {
+		must(c.wd, c.wd.Type("#text", c.text))
+		must(c.wd, c.wd.Click("#send"))
+		_, err = c.wd.WaitText(wait, "#log", c.text)
+		must(c.wd, err)
+	}
 	for _, c := range []struct {
 		wd           *webdriver.Session
 		who, foreign string

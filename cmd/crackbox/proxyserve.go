@@ -58,7 +58,7 @@ func (d *daemon) startAdmin(ls *listeners) error {
 	if ls.adm == nil && ls.met == nil {
 		return nil
 	}
-	key, err := admin.LoadStateKey(os.Getenv(envvar.StateKey), d.cfg.Proxy.StateKeyFile)
+	key, err := admin.LoadStateKey(os.Getenv(envvar.StateKey), d.cfg.Proxy.StateKeyFile, d.log)
 	if err != nil {
 		return err
 	}

@@ -62,10 +62,10 @@ func New(o Options) *Limiter {
 }
 
 // Logger returns a logger writing through log's handler, rate limited by l; a nil
-// log means slog.Default().
+// log discards.
 func (l *Limiter) Logger(log *slog.Logger) *slog.Logger {
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return slog.New(l.Handler(log.Handler()))
 }

@@ -37,7 +37,7 @@ type Options struct {
 	Gatherer  prometheus.Gatherer // served on /metrics; nil serves an empty registry
 	Healthy   func() error        // nil error means the proxy listener is up; nil func is always up
 	Active    func() int          // open tunnels, shown in /v1/state; optional
-	Log       *slog.Logger
+	Log       *slog.Logger        // nil discards
 	// Shared, when set, takes the API's edits instead of Registry (which it
 	// must keep up to date); StateFile must then be empty.
 	Shared Shared
@@ -64,7 +64,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("admin: a shared registry and a state file both claim the registry")
 	}
 	if opts.Log == nil {
-		opts.Log = slog.Default()
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Gatherer == nil {
 		opts.Gatherer = prometheus.NewRegistry()

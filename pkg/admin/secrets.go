@@ -33,16 +33,16 @@ const stateKeyFix = "a 32-byte key as base64 or 64 hex digits, e.g. `head -c32 /
 // value of $CRACKBOX_STATE_KEY, which the binary reads and passes in), else the
 // contents of file. Several keys may be given (comma, space or newline
 // separated): the first seals, all open. Neither set is not an error: it
-// returns nil.
-func LoadStateKey(env, file string) (*secrets.Ring, error) {
+// returns nil. A file others may read is a warning in log (nil discards).
+func LoadStateKey(env, file string, log *slog.Logger) (*secrets.Ring, error) {
 	src, text := "$"+EnvStateKey, env
 	if text == "" && file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("proxy.state_key_file: %w", err)
 		}
-		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			slog.Warn("state key file is readable by others", "file", file, "mode", fi.Mode().Perm().String())
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 && log != nil {
+			log.Warn("state key file is readable by others", "file", file, "mode", fi.Mode().Perm().String())
 		}
 		src, text = file, string(b)
 	}

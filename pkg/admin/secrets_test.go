@@ -139,7 +139,7 @@ func noValueIn(t *testing.T, what string, b []byte) {
 func newKey(t *testing.T) (string, *secrets.Ring) {
 	t.Helper()
 	k := secrets.GenerateKey()
-	ring, err := LoadStateKey(k, "")
+	ring, err := LoadStateKey(k, "", nil)
 	if err != nil || ring == nil {
 		t.Fatalf("LoadStateKey: %v %v", ring, err)
 	}
@@ -336,19 +336,37 @@ func TestLoadStateKey(t *testing.T) {
 	os.WriteFile(good, []byte(secrets.GenerateKey()+"\n"), 0o600)
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("not-a-key"), 0o600)
-	if r, err := LoadStateKey("", ""); r != nil || err != nil {
+	if r, err := LoadStateKey("", "", nil); r != nil || err != nil {
 		t.Errorf("no key: %v %v", r, err)
 	}
-	if r, err := LoadStateKey("", good); r == nil || err != nil {
+	if r, err := LoadStateKey("", good, nil); r == nil || err != nil {
 		t.Errorf("key file: %v %v", r, err)
 	}
-	if _, err := LoadStateKey("", bad); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), bad) {
+	if _, err := LoadStateKey("", bad, nil); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), bad) {
 		t.Errorf("bad key file: %v", err)
 	}
-	if _, err := LoadStateKey("", filepath.Join(dir, "missing")); err == nil {
+	if _, err := LoadStateKey("", filepath.Join(dir, "missing"), nil); err == nil {
 		t.Error("missing key file accepted")
 	}
-	if _, err := LoadStateKey("short", good); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), EnvStateKey) {
+	if _, err := LoadStateKey("short", good, nil); !errors.Is(err, secrets.ErrBadKey) || !strings.Contains(err.Error(), EnvStateKey) {
 		t.Errorf("bad env key: %v", err)
+	}
+}
+
+// A state key file others may read still loads, with a warning in the logger given.
+func TestLoadStateKeyWarnsOfAReadableFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(secrets.GenerateKey()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := LoadStateKey("", p, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `level=WARN msg="state key file is readable by others"`) {
+		t.Errorf("log %q, want the readable key file warned of", buf.String())
 	}
 }

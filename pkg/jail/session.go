@@ -40,7 +40,7 @@ type sessionHooks struct {
 	// the command's exit after the host killed it, before the guest is powered off: a
 	// workdir synced at exit hands its changes back in that time.
 	Drain time.Duration
-	Log   *slog.Logger
+	Log   *slog.Logger // nil discards
 }
 
 // runSession speaks the control protocol on rw (already connected to guest-init), sends

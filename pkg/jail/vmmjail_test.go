@@ -130,7 +130,7 @@ func jailHelper(action string, args []string) {
 		}
 		fmt.Println("allocated", len(keep)*16, "MiB")
 	case "wait":
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the scenario: a process that lives until the test ends it
 	case "claim":
 		c, err := claimVMMUID(args[0])
 		if err != nil {
@@ -138,7 +138,7 @@ func jailHelper(action string, args []string) {
 			os.Exit(1)
 		}
 		fmt.Println(c.UID)
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the scenario: hold the claim until the test ends this process
 	}
 }
 

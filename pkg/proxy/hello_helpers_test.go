@@ -83,7 +83,7 @@ func (c *fragmentingConn) Write(b []byte) (int, error) {
 				return
 			}
 			out = out[k:]
-			time.Sleep(c.pause)
+			time.Sleep(c.pause) // the scenario: a hello split over separate reads
 		}
 		if rest := b[5+l:]; len(rest) > 0 {
 			if _, err = c.Conn.Write(rest); err != nil {

@@ -72,7 +72,7 @@ func hostile(t *testing.T, addr, prefix string, chunk []byte, pause time.Duratio
 			break
 		}
 		if pause > 0 {
-			time.Sleep(pause)
+			time.Sleep(pause) // the scenario: a slow-loris trickle
 		}
 	}
 	a := <-got

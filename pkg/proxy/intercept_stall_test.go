@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/crackbox/crackbox/internal/eventually"
 )
 
 // stallClient is a guest's HTTP client for intercepted downloads it then
@@ -144,23 +146,19 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// settledHeap waits until the heap stops growing: every stalled write blocked.
+// settledHeap waits until the heap has stayed within a quarter MiB for a
+// second: every stalled write blocked.
 func settledHeap(t *testing.T) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	last, stable := heapInUse(), 0
-	for stable < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("heap never settled (last %d MiB)", last>>20)
+	ref, since := heapInUse(), time.Now()
+	last := ref
+	eventually.True(t, 90*time.Second, "the heap settles", func() bool {
+		last = heapInUse()
+		if last < ref+256<<10 && ref < last+256<<10 {
+			return time.Since(since) >= time.Second
 		}
-		time.Sleep(250 * time.Millisecond)
-		h := heapInUse()
-		if h < last+256<<10 && last < h+256<<10 {
-			stable++
-		} else {
-			stable = 0
-		}
-		last = h
-	}
+		ref, since = last, time.Now()
+		return false
+	})
 	return last
 }

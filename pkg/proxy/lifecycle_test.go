@@ -138,7 +138,7 @@ func busyTunnel(t *testing.T, addr, target string, idle time.Duration) (*rawConn
 	rc := openTunnel(t, addr, target)
 	opened, last := time.Now(), time.Now()
 	for time.Since(opened) < 2*idle {
-		time.Sleep(idle / 5)
+		time.Sleep(idle / 5) // the scenario: activity spaced within the idle timeout
 		prev := last
 		last = time.Now()
 		io.WriteString(rc, "x")

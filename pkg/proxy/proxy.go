@@ -78,7 +78,7 @@ type Options struct {
 	DecisionLog   io.Writer             // one JSON line per decision; nil = off
 	OnDecision    func(Decision)        // called once per decision, from connection goroutines
 	Registerer    prometheus.Registerer // nil = no metrics exported
-	Log           *slog.Logger          // nil = slog.Default()
+	Log           *slog.Logger          // nil discards
 	// Replica names this proxy in its decision lines, so a fleet's merged
 	// logs say which replica decided; "" leaves the field out.
 	Replica string
@@ -151,7 +151,7 @@ func New(opts Options, reg *Registry) (*Proxy, error) {
 	}
 	log := opts.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Proxy{
 		reg:       reg,

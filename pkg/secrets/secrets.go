@@ -116,8 +116,9 @@ func decodeKey(s string) ([]byte, error) {
 
 // Load builds the ring from key, the value of $ARIZUKO_SECRETS_KEY, when it
 // is set, else from keyFile. It returns ErrNoKey when neither is set. The
-// caller's config loader reads the environment; Load reads none.
-func Load(key, keyFile string) (*Ring, error) {
+// caller's config loader reads the environment; Load reads none. A key file
+// others may read is a warning in log (nil discards).
+func Load(key, keyFile string, log *slog.Logger) (*Ring, error) {
 	if key != "" {
 		keys, err := ParseKeys(key)
 		if err != nil {
@@ -132,8 +133,8 @@ func Load(key, keyFile string) (*Ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets key file: %w: %w", err, ErrNoKey)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		slog.Warn("secrets key file is readable by others", "path", keyFile, "mode", fi.Mode().Perm().String())
+	if fi.Mode().Perm()&0o077 != 0 && log != nil {
+		log.Warn("secrets key file is readable by others", "path", keyFile, "mode", fi.Mode().Perm().String())
 	}
 	data, err := os.ReadFile(keyFile)
 	if err != nil {

@@ -3,8 +3,10 @@ package secrets
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -92,10 +94,10 @@ func TestSealOpen(t *testing.T) {
 }
 
 func TestLoad(t *testing.T) {
-	if _, err := Load("", ""); !errors.Is(err, ErrNoKey) {
+	if _, err := Load("", "", nil); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("no key: %v", err)
 	}
-	if _, err := Load("tooshort", ""); !errors.Is(err, ErrBadKey) {
+	if _, err := Load("tooshort", "", nil); !errors.Is(err, ErrBadKey) {
 		t.Fatalf("bad key: %v", err)
 	}
 	k := GenerateKey()
@@ -103,17 +105,35 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(p, []byte("# primary\n"+k+"\n"+GenerateKey()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Load("", p)
+	r, err := Load("", p, nil)
 	if err != nil || len(r.keys) != 2 {
 		t.Fatalf("file: %v", err)
 	}
 	// A key given by value wins over the file, and the environment plays no part.
 	t.Setenv(EnvKey, "tooshort")
 	hexKey := "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-	if r, err := Load(hexKey, p); err != nil || len(r.keys) != 1 {
+	if r, err := Load(hexKey, p, nil); err != nil || len(r.keys) != 1 {
 		t.Fatalf("value: %v", err)
 	}
-	if _, err := Load("", filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoKey) {
+	if _, err := Load("", filepath.Join(t.TempDir(), "none"), nil); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A key file others may read still loads, with a warning in the logger Load was given.
+func TestLoadWarnsOfAReadableKeyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(GenerateKey()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := Load("", p, slog.New(slog.NewTextHandler(&buf, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `level=WARN msg="secrets key file is readable by others"`) {
+		t.Errorf("log %q, want the readable key file warned of", buf.String())
 	}
 }

@@ -56,7 +56,7 @@ type Options struct {
 	// 0 = 30s. Dialing one server is bounded by 5s, an edit by 5s.
 	Timeout    time.Duration
 	Registerer prometheus.Registerer // nil = no metrics
-	Log        *slog.Logger
+	Log        *slog.Logger          // nil discards
 }
 
 // Fleet keeps a local proxy.Registry equal to the shared bucket. It is the
@@ -98,7 +98,7 @@ func Open(ctx context.Context, opts Options) (*Fleet, error) {
 		opts.Timeout = 30 * time.Second
 	}
 	if opts.Log == nil {
-		opts.Log = slog.Default()
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	trusted, err := trustedKeys(opts)
 	if err != nil {

@@ -37,6 +37,8 @@ func BenchmarkPropagation(b *testing.B) {
 			if j == i%3 {
 				continue
 			}
+			// A fixed fine step, not eventually's growing gap: the gap is the
+			// resolution of the latency measured.
 			for deadline := start.Add(time.Minute); ; time.Sleep(50 * time.Microsecond) {
 				if _, ok := r.reg.Lookup(ip); ok {
 					break

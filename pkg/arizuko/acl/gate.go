@@ -13,6 +13,8 @@ type Gate struct {
 	// Audit records a denying decision; a failure to audit is logged and the
 	// request stays denied.
 	Audit func(ctx context.Context, d Decision) error
+	// Log hears of every denial and of a failed audit; nil discards.
+	Log *slog.Logger
 }
 
 // Check returns nil when principal may perform action on scope, else an error
@@ -45,10 +47,14 @@ func (g *Gate) finish(ctx context.Context, d Decision) error {
 	if d.Allow {
 		return nil
 	}
-	slog.InfoContext(ctx, "acl deny", "principal", d.Principal, "action", d.Action, "scope", d.Scope, "reason", d.Reason)
+	log := g.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.InfoContext(ctx, "acl deny", "principal", d.Principal, "action", d.Action, "scope", d.Scope, "reason", d.Reason)
 	if g.Audit != nil {
 		if err := g.Audit(ctx, d); err != nil {
-			slog.ErrorContext(ctx, "acl audit failed", "err", err)
+			log.ErrorContext(ctx, "acl audit failed", "err", err)
 		}
 	}
 	return d.Err()

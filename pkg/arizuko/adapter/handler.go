@@ -33,7 +33,7 @@ type Handler struct {
 	Edit func(ctx context.Context, e Edit, platformID string) error
 	// Typing shows or clears a typing indicator; nil accepts and ignores it.
 	Typing func(ctx context.Context, t Typing) error
-	Log    *slog.Logger
+	Log    *slog.Logger // nil discards
 	Now    func() time.Time
 
 	mu    sync.Mutex
@@ -158,7 +158,7 @@ func (h *Handler) log() *slog.Logger {
 	if h.Log != nil {
 		return h.Log
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
 
 func last(p string) string {

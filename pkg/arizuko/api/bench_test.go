@@ -3,8 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 
 	"github.com/crackbox/crackbox/pkg/arizuko/service"
@@ -14,7 +12,6 @@ import (
 // BenchmarkPostMessageHTTP is inbound messages/s through the whole daemon
 // path: HTTP, auth, strict decode, resolve, authorize, durable insert.
 func BenchmarkPostMessageHTTP(b *testing.B) {
-	quiet()
 	srv, _ := newServer(b)
 	c := NewClient(srv.URL, adminToken)
 	ctx := context.Background()
@@ -35,6 +32,3 @@ func BenchmarkPostMessageHTTP(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
-
-// quiet keeps log lines out of the benchmark result lines.
-func quiet() { slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) }

@@ -31,6 +31,7 @@ type Server struct {
 	mux    *http.ServeMux
 	routes []Route
 	notes  map[string]string // extra /health fields, set before serving
+	log    *slog.Logger
 }
 
 type token struct {
@@ -46,7 +47,7 @@ type Authenticator interface {
 // NewServer maps each admin bearer token to the principal it authenticates;
 // WithTokens adds the scoped tokens of the store.
 func NewServer(svc service.Service, tokens map[string]string) *Server {
-	s := &Server{svc: svc, mux: http.NewServeMux()}
+	s := &Server{svc: svc, mux: http.NewServeMux(), log: slog.New(slog.DiscardHandler)}
 	for t, p := range tokens {
 		if t != "" {
 			s.tokens = append(s.tokens, token{httpjson.Sum(t), p})
@@ -60,6 +61,12 @@ func NewServer(svc service.Service, tokens map[string]string) *Server {
 // NewServer through a (the store's scoped tokens).
 func (s *Server) WithTokens(a Authenticator) *Server {
 	s.auth = a
+	return s
+}
+
+// WithLog logs refused tokens and failed requests to log (NewServer discards them).
+func (s *Server) WithLog(log *slog.Logger) *Server {
+	s.log = log
 	return s
 }
 
@@ -124,12 +131,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, path string, auth
 	if auth {
 		c, err := s.authenticate(r)
 		if err != nil && !errors.Is(err, service.ErrBadToken) {
-			slog.ErrorContext(r.Context(), "api auth", "err", err)
+			s.log.ErrorContext(r.Context(), "api auth", "err", err)
 			writeError(w, http.StatusInternalServerError, service.CodeInternal, "token lookup failed")
 			return
 		}
 		if err != nil {
-			slog.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			s.log.WarnContext(r.Context(), "api request refused: bad token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 			httpjson.Compact.Challenge(w, "arizuko", CodeUnauthorized, "missing, invalid or revoked bearer token (Authorization: Bearer <token>)")
 			return
 		}
@@ -142,7 +149,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, path string, auth
 	if err := h(w, r); err != nil {
 		status, code := classify(err)
 		if status >= 500 {
-			slog.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
+			s.log.ErrorContext(r.Context(), "api error", "method", r.Method, "path", r.URL.Path, "err", err)
 		}
 		writeError(w, status, code, err.Error())
 	}

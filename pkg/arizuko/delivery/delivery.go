@@ -43,7 +43,7 @@ type Options struct {
 	BaseDelay   time.Duration // gap after the first failure, doubling; 0 = DefaultBaseDelay
 	MaxDelay    time.Duration // 0 = DefaultMaxDelay
 	Poll        time.Duration // longest sleep between passes; 0 = DefaultPoll
-	Log         *slog.Logger
+	Log         *slog.Logger  // nil discards
 	// Now is the clock that says which messages are due and when a retry is; nil is
 	// time.Now. Tests pass their own to step through backoff without waiting it out.
 	Now func() time.Time
@@ -85,7 +85,7 @@ func New(o Options) *Deliverer {
 		o.Now = time.Now
 	}
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Deliverer{o: o, wake: make(chan struct{}, 1), typing: make(chan typingHint, 64)}
 }

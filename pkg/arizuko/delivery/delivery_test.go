@@ -72,7 +72,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func openStore(t *testing.T, path string) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), path)
+	st, err := store.Open(context.Background(), path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ type Options struct {
 	KeepFailed func(folder string) bool
 	// Metrics registers the home counters (nil: not exported).
 	Metrics prometheus.Registerer
-	Log     *slog.Logger
+	Log     *slog.Logger // nil discards
 }
 
 // refusedWarnEvery is how often a refused fleet request is logged.
@@ -87,7 +87,7 @@ var _ turn.Runner = (*Dispatcher)(nil)
 // NewDispatcher returns a Dispatcher over a Setup made by Ensure.
 func NewDispatcher(o Options) *Dispatcher {
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = DefaultLeaseTTL

@@ -26,9 +26,9 @@ type RunnerOptions struct {
 	Labels   []string
 	Setup    Setup
 	Client   *Client
-	Exec     turn.Runner // runs each attempt: a turn.JailRunner in production
-	DataDir  string      // folder homes and MCP sockets on this host
-	Log      *slog.Logger
+	Exec     turn.Runner  // runs each attempt: a turn.JailRunner in production
+	DataDir  string       // folder homes and MCP sockets on this host
+	Log      *slog.Logger // nil discards
 }
 
 // Runner pulls turns from the fleet stream and runs them.
@@ -44,7 +44,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		o.Capacity = 1
 	}
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.ID == "" || o.Exec == nil || o.Client == nil || o.DataDir == "" {
 		return nil, errors.New("dispatch: a runner needs an ID, a Client, an Exec and a DataDir")

@@ -34,15 +34,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, leaseTTL time.Duration,
 	if replicas <= 0 {
 		replicas = DefaultReplicas
 	}
-	s, err := ensure(ctx, js, leaseTTL, replicas)
+	s, err := ensure(ctx, js, leaseTTL, replicas, log)
 	if err != nil && replicas > 1 {
 		log.Warn("fleet streams with one replica: the nats cluster refused more", "replicas", replicas, "err", err)
-		s, err = ensure(ctx, js, leaseTTL, 1)
+		s, err = ensure(ctx, js, leaseTTL, 1, log)
 	}
 	return s, err
 }
 
-func ensure(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (Setup, error) {
+func ensure(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int, log *slog.Logger) (Setup, error) {
 	var s Setup
 	var err error
 	s.Stream, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
@@ -71,7 +71,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, ttl time.Duration, repl
 	if err != nil {
 		return s, fmt.Errorf("bucket %s: %w", RunnerBucket, err)
 	}
-	s.Homes, err = home.Ensure(ctx, js, replicas, slog.Default())
+	s.Homes, err = home.Ensure(ctx, js, replicas, log)
 	return s, err
 }
 

@@ -30,7 +30,7 @@ type Options struct {
 	Audit func(context.Context, acl.Decision) error
 	// Home is a folder's home dir on this host, created if missing.
 	Home func(folder string) (string, error)
-	Log  *slog.Logger
+	Log  *slog.Logger // nil discards
 	// Now is the clock of reply dates; nil is time.Now.
 	Now func() time.Time
 }
@@ -46,7 +46,7 @@ type Channel struct {
 // New opens the channel's state dir.
 func New(o Options) (*Channel, error) {
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -70,7 +70,7 @@ type Options struct {
 	OnMessage func(folder, topic string)
 	// OnOutbound is called after reply or send stored a pending message.
 	OnOutbound func()
-	Log        *slog.Logger
+	Log        *slog.Logger // nil discards
 }
 
 // Server serves the gated tools.
@@ -84,7 +84,7 @@ func New(o Options) *Server {
 		o.MaxDepth = DefaultMaxDepth
 	}
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{o: o}
 }

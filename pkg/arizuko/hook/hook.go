@@ -47,6 +47,7 @@ var deliveryHeaders = []string{"X-GitHub-Delivery", "X-Hook-Delivery"}
 // Handler serves POST /hook/{token}.
 type Handler struct {
 	l    *service.Local
+	log  *slog.Logger // the service's: refused deliveries, failed lookups
 	post func(context.Context, service.MessageIn) (service.Ingest, error)
 
 	mu     sync.Mutex
@@ -56,7 +57,7 @@ type Handler struct {
 // New returns the handler; post stores the message (the daemon's
 // PostMessage, which also wakes the turn queue).
 func New(l *service.Local, post func(context.Context, service.MessageIn) (service.Ingest, error)) *Handler {
-	return &Handler{l: l, post: post, limits: map[int64]*rate.Limiter{}}
+	return &Handler{l: l, log: l.Log(), post: post, limits: map[int64]*rate.Limiter{}}
 }
 
 // Register mounts the handler on s; it checks its own token.
@@ -81,7 +82,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		slog.ErrorContext(ctx, "hook lookup", "err", err)
+		h.log.ErrorContext(ctx, "hook lookup", "err", err)
 		fail(w, http.StatusInternalServerError, service.CodeInternal, "webhook lookup failed")
 		return
 	}
@@ -137,7 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		status := map[string]int{service.CodeInvalid: 400, service.CodeDenied: 403, service.CodeNotFound: 404, service.CodeLimit: 429}[service.Code(err)]
 		if status == 0 {
-			slog.ErrorContext(ctx, "hook post", "hook", hk.ID, "err", err)
+			h.log.ErrorContext(ctx, "hook post", "hook", hk.ID, "err", err)
 			status = http.StatusInternalServerError
 		}
 		fail(w, status, service.Code(err), err.Error())
@@ -165,9 +166,9 @@ func (h *Handler) limiter(hk store.Hook) *rate.Limiter {
 func (h *Handler) refuse(ctx context.Context, hk store.Hook, why string) {
 	d := acl.Decision{Principal: service.HookPrincipal(hk.ID), Action: "message:post", Scope: hk.Folder, Reason: why}
 	if err := h.l.Store().Audit(ctx, d); err != nil {
-		slog.ErrorContext(ctx, "hook audit", "err", err)
+		h.log.ErrorContext(ctx, "hook audit", "err", err)
 	}
-	slog.InfoContext(ctx, "hook delivery refused", "hook", hk.ID, "reason", why)
+	h.log.InfoContext(ctx, "hook delivery refused", "hook", hk.ID, "reason", why)
 }
 
 // verify checks a "sha256=<hex>" signature of body in constant time.

@@ -19,7 +19,7 @@ import (
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "a.db"))
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "a.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

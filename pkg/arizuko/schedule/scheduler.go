@@ -38,7 +38,7 @@ type Scheduler struct {
 	// MaxWait bounds the sleep between passes of Run (0: 1s), so a schedule
 	// added meanwhile is seen.
 	MaxWait time.Duration
-	Log     *slog.Logger
+	Log     *slog.Logger // nil discards
 
 	wakeOnce sync.Once
 	wake     chan struct{}
@@ -69,7 +69,7 @@ func (s *Scheduler) log() *slog.Logger {
 	if s.Log != nil {
 		return s.Log
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
 
 // Tick fires every schedule due at the clock's now once and returns how

@@ -3,8 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -39,7 +37,6 @@ func benchTables(b *testing.B) (*router.Table, *acl.Policy) {
 // BenchmarkResolveAuthorize is the pure hot path of an inbound message and a
 // tool call: resolve against 50 routes, then decide against ~200 rows.
 func BenchmarkResolveAuthorize(b *testing.B) {
-	quiet()
 	t, p := benchTables(b)
 	now := time.Now()
 	b.ReportAllocs()
@@ -59,7 +56,6 @@ func BenchmarkResolveAuthorize(b *testing.B) {
 // BenchmarkLocalResolveAuthorize adds the store: the chat's engagement
 // lookup and the cached policy through the gate.
 func BenchmarkLocalResolveAuthorize(b *testing.B) {
-	quiet()
 	l, admin := newLocal(b, nil)
 	mustFolders(b, l, admin, "corp")
 	for i := 0; i < 50; i++ {
@@ -83,6 +79,3 @@ func BenchmarkLocalResolveAuthorize(b *testing.B) {
 		}
 	}
 }
-
-// quiet keeps log lines out of the benchmark result lines.
-func quiet() { slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) }

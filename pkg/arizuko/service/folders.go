@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -97,12 +96,12 @@ func (l *Local) RemoveFolder(ctx context.Context, path string) error {
 	}
 	moved, err := folder.RetireHome(l.opts.DataDir, path, time.Now())
 	if err != nil {
-		slog.ErrorContext(ctx, "folder removed, home not moved aside", "folder", path, "err", err)
+		l.opts.Log.ErrorContext(ctx, "folder removed, home not moved aside", "folder", path, "err", err)
 		return fmt.Errorf("folder %s removed, but its home was not moved aside; move it out of %s before adding a folder of that name: %w",
 			path, folder.HomesRoot(l.opts.DataDir), err)
 	}
 	if moved != "" {
-		slog.InfoContext(ctx, "folder removed; home moved aside", "folder", path, "home", moved)
+		l.opts.Log.InfoContext(ctx, "folder removed; home moved aside", "folder", path, "home", moved)
 	}
 	return nil
 }

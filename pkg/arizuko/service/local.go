@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"os"
@@ -40,6 +41,8 @@ type Options struct {
 	// Store is a PostgreSQL URL (postgres://…) holding the database instead of the
 	// data dir's SQLite file; "" is SQLite.
 	Store string
+	// Log hears of the store, of denials and of what a write could not finish; nil discards.
+	Log *slog.Logger
 }
 
 // Local is the store-backed Service.
@@ -68,7 +71,7 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 		return nil, fmt.Errorf("data dir is empty (set --data): %w", ErrInvalid)
 	}
 	if o.Store != "" {
-		st, err := store.OpenURL(ctx, o.Store, o.Create)
+		st, err := store.OpenURL(ctx, o.Store, o.Create, o.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +85,7 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 	} else if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	st, err := store.Open(ctx, dbPath)
+	st, err := store.Open(ctx, dbPath, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -95,9 +98,12 @@ func Open(ctx context.Context, o Options) (*Local, error) {
 }
 
 func localOn(st *store.Store, o Options) *Local {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	reg := prometheus.NewRegistry()
 	l := &Local{st: st, opts: o, reg: reg, limits: newLimiter(o.Limits, reg)}
-	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit}
+	l.gate = &acl.Gate{Policy: l.loadPolicy, Audit: st.Audit, Log: o.Log}
 	return l
 }
 
@@ -118,6 +124,10 @@ func (l *Local) Store() *store.Store { return l.st }
 
 // Gate is the acl gate every caller (API, CLI, MCP tools) must use.
 func (l *Local) Gate() *acl.Gate { return l.gate }
+
+// Log is the logger the service was opened with, for the daemon's parts
+// serving beside it.
+func (l *Local) Log() *slog.Logger { return l.opts.Log }
 
 // DataDir is the data dir this service runs on.
 func (l *Local) DataDir() string { return l.opts.DataDir }

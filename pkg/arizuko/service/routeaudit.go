@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/crackbox/crackbox/pkg/arizuko/acl"
 	"github.com/crackbox/crackbox/pkg/arizuko/folder"
@@ -40,7 +39,7 @@ func (l *Local) auditRoute(ctx context.Context, action string, before, after *ro
 	d := acl.Decision{Allow: true, Principal: l.actor(ctx), Action: action, Scope: routeScope(r.Target),
 		Reason: "before: " + describeRoute(before) + "; after: " + describeRoute(after)}
 	if err := l.st.Audit(ctx, d); err != nil {
-		slog.ErrorContext(ctx, "route change not audited", "action", action, "route", r.ID, "err", err)
+		l.opts.Log.ErrorContext(ctx, "route change not audited", "action", action, "route", r.ID, "err", err)
 	}
 }
 

@@ -55,7 +55,7 @@ type Options struct {
 	Post          Inbound
 	HTTPClient    *http.Client
 	MaxWait       time.Duration // 0 = DefaultMaxWait
-	Log           *slog.Logger
+	Log           *slog.Logger  // nil discards
 }
 
 // Adapter is one Slack workspace's adapter.
@@ -83,7 +83,7 @@ func New(ctx context.Context, o Options) (*Adapter, error) {
 		o.MaxWait = DefaultMaxWait
 	}
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}

@@ -34,9 +34,9 @@ func each(t *testing.T, fn func(t *testing.T, b backend)) {
 func (b backend) openAt(t testing.TB, target string, upTo int) (*Store, error) {
 	t.Helper()
 	if b.name == "sqlite" {
-		return openSQLite(context.Background(), target, upTo)
+		return openSQLite(context.Background(), target, upTo, nil)
 	}
-	return openPostgres(context.Background(), target, true, upTo)
+	return openPostgres(context.Background(), target, true, upTo, nil)
 }
 
 // openT is a fresh store on b, closed when the test ends.

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 )
@@ -12,7 +10,6 @@ import (
 // BenchmarkPutMessage is inbound messages persisted (committed durably: SQLite with
 // synchronous=FULL; the test cluster runs with fsync off) one after another, per backend.
 func BenchmarkPutMessage(b *testing.B) {
-	quiet()
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := openT(b, be)
@@ -31,7 +28,6 @@ func BenchmarkPutMessage(b *testing.B) {
 // BenchmarkPutMessageParallel is the same with concurrent writers, as many
 // adapters posting at once would be.
 func BenchmarkPutMessageParallel(b *testing.B) {
-	quiet()
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			s := openT(b, be)
@@ -52,6 +48,3 @@ func BenchmarkPutMessageParallel(b *testing.B) {
 		})
 	}
 }
-
-// quiet keeps log lines out of the benchmark result lines.
-func quiet() { slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) }

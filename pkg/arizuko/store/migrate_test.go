@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -224,6 +226,41 @@ func TestListFolders(t *testing.T) {
 		}
 		if err != nil || strings.Join(got, " ") != "a a/x b" {
 			t.Fatalf("folders %v %v", got, err)
+		}
+	})
+}
+
+// Open logs through the logger it is given: each migration it applies, and on
+// PostgreSQL the open itself; a second open applies none.
+func TestOpenLogsThroughItsLogger(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		target := b.newDB(t)
+		open := func(log *slog.Logger) {
+			t.Helper()
+			var s *Store
+			var err error
+			if b.name == "sqlite" {
+				s, err = Open(ctx, target, log)
+			} else {
+				s, err = OpenURL(ctx, target, true, log)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		}
+		var first, second bytes.Buffer
+		open(slog.New(slog.NewTextHandler(&first, nil)))
+		open(slog.New(slog.NewTextHandler(&second, nil)))
+		if !strings.Contains(first.String(), `level=INFO msg="store migrated" version=1 `) {
+			t.Errorf("first open logged %q, want each migration", first.String())
+		}
+		if strings.Contains(second.String(), "store migrated") {
+			t.Errorf("second open logged %q, want no migration", second.String())
+		}
+		if want := b.name == "postgres"; strings.Contains(second.String(), `msg="store opened"`) != want {
+			t.Errorf("second open logged %q; store opened wanted: %v", second.String(), want)
 		}
 	})
 }

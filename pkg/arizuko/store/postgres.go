@@ -25,12 +25,13 @@ const maxConns = 16
 // OpenURL opens the PostgreSQL database a store URL names (postgres://… or
 // postgresql://…, with any parameter pgx accepts) and migrates it to the latest version.
 // Unless create is set, a database without arizuko's schema is ErrNotFound: a typo in
-// the database name must not start an empty control plane.
-func OpenURL(ctx context.Context, raw string, create bool) (*Store, error) {
-	return openPostgres(ctx, raw, create, 0)
+// the database name must not start an empty control plane. log (nil discards) hears
+// of the open and of migrations.
+func OpenURL(ctx context.Context, raw string, create bool, log *slog.Logger) (*Store, error) {
+	return openPostgres(ctx, raw, create, 0, log)
 }
 
-func openPostgres(ctx context.Context, raw string, create bool, upTo int) (*Store, error) {
+func openPostgres(ctx context.Context, raw string, create bool, upTo int, log *slog.Logger) (*Store, error) {
 	cfg, err := parseURL(raw)
 	if err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func openPostgres(ctx context.Context, raw string, create bool, upTo int) (*Stor
 	// A busy daemon must not take every connection the server has (100 by default).
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := newStore(db, postgresDialect)
+	s := newStore(db, postgresDialect, log)
 	if err := s.startPostgres(ctx, cfg, Redact(raw), create, upTo); err != nil {
 		db.Close()
 		return nil, err
@@ -70,11 +71,11 @@ func (s *Store) startPostgres(ctx context.Context, cfg *pgconn.Config, where str
 			return fmt.Errorf("store %s has no arizuko schema; run `arizuko init --store URL` first (same URL): %w", where, ErrNotFound)
 		}
 	}
-	warnPlaintext(cfg, where)
+	warnPlaintext(cfg, where, s.log)
 	if err := s.migrate(ctx, upTo); err != nil {
 		return fmt.Errorf("store %s: %w", where, err)
 	}
-	slog.Info("store opened", "dialect", s.d.name, "store", where)
+	s.log.Info("store opened", "dialect", s.d.name, "store", where)
 	return nil
 }
 
@@ -98,7 +99,7 @@ func parseURL(raw string) (*pgconn.Config, error) {
 
 // warnPlaintext says so when the connection to a remote server is not verified TLS:
 // messages and sealed secrets cross it.
-func warnPlaintext(cfg *pgconn.Config, where string) {
+func warnPlaintext(cfg *pgconn.Config, where string, log *slog.Logger) {
 	if strings.HasPrefix(cfg.Host, "/") || cfg.Host == "localhost" {
 		return
 	}
@@ -106,7 +107,7 @@ func warnPlaintext(cfg *pgconn.Config, where string) {
 		return
 	}
 	if cfg.TLSConfig == nil || cfg.TLSConfig.InsecureSkipVerify {
-		slog.Warn("store connection is not verified TLS; add sslmode=verify-full to the URL", "store", where)
+		log.Warn("store connection is not verified TLS; add sslmode=verify-full to the URL", "store", where)
 	}
 }
 

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -42,7 +44,7 @@ func TestOpenURLRefuses(t *testing.T) {
 		{"password parameter", fmt.Sprintf("postgres://u@127.0.0.1:%d/x?password=s3cret", port), ErrUnreachable, []string{"password=xxxxx"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := OpenURL(context.Background(), c.url, true)
+			s, err := OpenURL(context.Background(), c.url, true, nil)
 			if err == nil {
 				s.Close()
 				t.Fatal("opened")
@@ -67,15 +69,15 @@ func TestOpenURLRefuses(t *testing.T) {
 func TestOpenURLWithoutCreate(t *testing.T) {
 	url := pgtest.DB(t)
 	ctx := context.Background()
-	if _, err := OpenURL(ctx, url, false); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "arizuko init --store") {
+	if _, err := OpenURL(ctx, url, false, nil); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "arizuko init --store") {
 		t.Fatalf("open of an empty database = %v, want ErrNotFound naming arizuko init", err)
 	}
-	s, err := OpenURL(ctx, url, true)
+	s, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = OpenURL(ctx, url, false)
+	s, err = OpenURL(ctx, url, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +92,14 @@ func TestOpenURLWithoutCreate(t *testing.T) {
 func TestClaim(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := OpenURL(ctx, url, true)
+	a, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Claim(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenURL(ctx, url, false)
+	b, err := OpenURL(ctx, url, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func TestClaim(t *testing.T) {
 func TestClaimTakesOverFromDeadHolder(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := OpenURL(ctx, url, true)
+	s, err := OpenURL(ctx, url, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,5 +150,30 @@ func TestClaimTakesOverFromDeadHolder(t *testing.T) {
 	}()
 	if err := s.Claim(ctx); err != nil {
 		t.Fatalf("claim while the holder dies: %v", err)
+	}
+}
+
+// A connection to a remote server that is not verified TLS is a warning in the
+// store's logger; a local one, or verify-full, is not.
+func TestWarnPlaintext(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		warn bool
+	}{
+		{"postgres://u@db.example.com/arizuko?sslmode=disable", true},
+		{"postgres://u@db.example.com/arizuko?sslmode=require", true},
+		{"postgres://u@db.example.com/arizuko?sslmode=verify-full", false},
+		{"postgres://u@127.0.0.1/arizuko?sslmode=disable", false},
+		{"postgres://u@localhost/arizuko?sslmode=disable", false},
+	} {
+		cfg, err := parseURL(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		var buf bytes.Buffer
+		warnPlaintext(cfg, "db", slog.New(slog.NewTextHandler(&buf, nil)))
+		if got := strings.Contains(buf.String(), `level=WARN msg="store connection is not verified TLS`); got != c.warn {
+			t.Errorf("%s: warned %v (%q), want %v", c.url, got, buf.String(), c.warn)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net/url"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -23,17 +24,17 @@ func DSN(path string) string {
 }
 
 // Open opens (creating if needed) the SQLite database at path and migrates it
-// to the latest version.
-func Open(ctx context.Context, path string) (*Store, error) {
-	return openSQLite(ctx, path, 0)
+// to the latest version; log (nil discards) hears of migrations.
+func Open(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
+	return openSQLite(ctx, path, 0, log)
 }
 
-func openSQLite(ctx context.Context, path string, upTo int) (*Store, error) {
+func openSQLite(ctx context.Context, path string, upTo int, log *slog.Logger) (*Store, error) {
 	db, err := sql.Open(sqliteDialect.driver, DSN(path))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := newStore(db, sqliteDialect)
+	s := newStore(db, sqliteDialect, log)
 	s.path = path
 	if err := s.migrate(ctx, upTo); err != nil {
 		db.Close()

@@ -84,10 +84,15 @@ type Store struct {
 	d     *dialect
 	path  string    // the SQLite file; "" for PostgreSQL
 	claim *sql.Conn // holds Claim's lock until Close
+	log   *slog.Logger
 }
 
-func newStore(db *sql.DB, d *dialect) *Store {
-	return &Store{sql: db, db: conn{db, d}, d: d}
+// newStore wraps db; a nil log discards.
+func newStore(db *sql.DB, d *dialect, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{sql: db, db: conn{db, d}, d: d, log: log}
 }
 
 // Close closes the database, releasing a Claim.
@@ -95,7 +100,7 @@ func (s *Store) Close() error {
 	if s.claim != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if _, err := s.claim.ExecContext(ctx, s.d.unclaim); err != nil {
-			slog.Warn("store claim not released; it ends with the connection", "err", err)
+			s.log.Warn("store claim not released; it ends with the connection", "err", err)
 		}
 		cancel()
 		s.claim.Close()
@@ -206,7 +211,7 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
 		if applied {
-			slog.Info("store migrated", "version", m.version, "name", m.name)
+			s.log.Info("store migrated", "version", m.version, "name", m.name)
 		}
 	}
 	return nil

@@ -37,7 +37,7 @@ func (r *handoffRunner) Run(ctx context.Context, j Job) (Result, error) {
 			return Result{Exit: 1}, err
 		}
 	}
-	time.Sleep(time.Millisecond)
+	time.Sleep(time.Millisecond) // the scenario: the attempt's guest runs for a millisecond
 	r.mu.Lock()
 	r.exits = append(r.exits, time.Now())
 	r.mu.Unlock()

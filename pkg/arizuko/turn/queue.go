@@ -67,7 +67,7 @@ type Options struct {
 	// OnTurn is called as a turn starts (running) and as it ends, so the
 	// chat's adapter can show that the agent is at work.
 	OnTurn func(t store.Turn, running bool)
-	Log    *slog.Logger
+	Log    *slog.Logger // nil discards
 }
 
 // Queue schedules turns.
@@ -121,7 +121,7 @@ func New(o Options) *Queue {
 		o.ObserveChars = DefaultObserveChars
 	}
 	if o.Log == nil {
-		o.Log = slog.Default()
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Queue{o: o, workers: map[string]chan struct{}{}, tenants: map[string]int{}, granted: map[string]int{}}
 }

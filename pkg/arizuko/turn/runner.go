@@ -85,7 +85,7 @@ type JailRunner struct {
 	// UID and GID run the agent in the guest; -1 = the owner of the folder
 	// directory, so files it writes land owned like the folder.
 	UID, GID int
-	Log      *slog.Logger
+	Log      *slog.Logger       // nil discards
 	Started  func(turnID int64) // called once the agent process runs
 }
 
@@ -93,7 +93,7 @@ type JailRunner struct {
 func (r *JailRunner) Run(ctx context.Context, j Job) (Result, error) {
 	log := r.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	list, err := allow.Parse(j.Allow)
 	if err != nil {

@@ -96,7 +96,7 @@ func (c *Chat) Attach(ctx context.Context, base string) error {
 // them from there, so accepting is all there is to do; the platform id is
 // the stored message's.
 func (c *Chat) adapter() *adapter.Handler {
-	return &adapter.Handler{Secret: c.secret,
+	return &adapter.Handler{Secret: c.secret, Log: c.l.Log(),
 		Send: func(_ context.Context, d adapter.Delivery) (string, error) {
 			return fmt.Sprintf("%s:%d", Platform, d.ID), nil
 		},

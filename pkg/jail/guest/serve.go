@@ -40,7 +40,7 @@ type Config struct {
 	// ExitLinger bounds the wait for the host to close the session after the exit frame,
 	// so the frame is delivered before the caller powers off. Default 2s.
 	ExitLinger time.Duration
-	Log        *slog.Logger
+	Log        *slog.Logger // nil discards
 }
 
 // Serve runs one session on rw, which must already be connected to the host.

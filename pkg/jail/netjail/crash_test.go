@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 			os.Exit(3)
 		}
 		json.NewEncoder(os.Stdout).Encode(map[string]string{"tap": n.Tap, "table": n.Table})
-		time.Sleep(time.Minute)
+		time.Sleep(time.Minute) // the scenario: the test kills this child while it holds the network
 		os.Exit(4)
 	}
 	os.Exit(m.Run())

@@ -52,7 +52,7 @@ func Jail(ctx context.Context, j Job) (Outcome, error) {
 	out := Outcome{Result: jail.Result{Exit: jail.ExitFailed}, Mode: j.Net.Mode}
 	log := j.Net.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	if err := checkSecrets(j.Net, j.Spec.Env); err != nil {
 		return out, err

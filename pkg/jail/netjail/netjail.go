@@ -64,7 +64,7 @@ type Config struct {
 	// listen. Nil means services on the guest's ports (Transparent on 3129),
 	// started by the caller.
 	Serve func(n *Net) (Listeners, error)
-	Log   *slog.Logger
+	Log   *slog.Logger // nil discards
 }
 
 // Net is one run's live network. Close removes it.
@@ -157,7 +157,7 @@ func Setup(ctx context.Context, cfg Config) (_ *Net, err error) {
 	}
 	log := cfg.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	me, err := self(cfg.RunID)
 	if err != nil {

@@ -55,7 +55,7 @@ type Options struct {
 	// Secrets are injected by the proxy into requests to the hosts they are
 	// bound to; the guest gets only their placeholders. nil = none.
 	Secrets *inject.Set
-	Log     *slog.Logger
+	Log     *slog.Logger // nil discards
 }
 
 // Run is the network of one run: Jail puts Net into jail.Spec.Net and
@@ -83,7 +83,7 @@ type Run struct {
 func Prepare(ctx context.Context, o Options) (*Run, error) {
 	log := o.Log
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	mode, err := resolveMode(o.Mode)
 	if err != nil {

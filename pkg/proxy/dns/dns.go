@@ -54,7 +54,7 @@ type Config struct {
 	MaxTCPConns int
 	// OnQuery, if set, is called once per answered question.
 	OnQuery func(Query)
-	Log     *slog.Logger
+	Log     *slog.Logger // nil discards
 }
 
 // Query describes one answered question.
@@ -115,7 +115,7 @@ func Listen(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, inflight: make(chan struct{}, cfg.MaxInflight)}
 	if s.log == nil {
-		s.log = slog.Default()
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	pc, err := net.ListenPacket("udp", cfg.Addr)
 	if err != nil {
