@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/hugelgupf/p9/p9"
@@ -336,7 +337,9 @@ func clearDir(dir *node, name string) error {
 func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 	defer conn.Close()
 	// Headers are read 512 bytes at a time: a buffer saves a read of the socket each.
-	res, err := fs.apply(bufio.NewReaderSize(conn, 256<<10))
+	start := time.Now()
+	in := &waitReader{r: conn}
+	res, err := fs.apply(bufio.NewReaderSize(in, 256<<10))
 	line := "ok " + res.String()
 	switch {
 	case err != nil:
@@ -344,6 +347,8 @@ func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 	case res.nRefused+res.nFailed > 0:
 		line = "partial " + res.String()
 	}
+	// Where a slow sync's time went: waiting for the guest's stream, or applying it.
+	line += fmt.Sprintf(" took=%s waited=%s", time.Since(start).Round(time.Millisecond), in.wait.Round(time.Millisecond))
 	fmt.Fprintln(os.Stderr, "changes applied:", line)
 	_, werr := io.WriteString(conn, line+"\n")
 	return cmp.Or(err, werr)
@@ -384,6 +389,19 @@ func Apply(cfg Config, conn net.Conn, log *slog.Logger) error {
 
 // ErrApply is a changes stream that was refused or applied in part.
 var ErrApply = errors.New("sharefs: changes not all applied")
+
+// waitReader adds up the time spent in r's Read.
+type waitReader struct {
+	r    io.Reader
+	wait time.Duration
+}
+
+func (w *waitReader) Read(b []byte) (int, error) {
+	t := time.Now()
+	n, err := w.r.Read(b)
+	w.wait += time.Since(t)
+	return n, err
+}
 
 // limitedBuffer keeps the first n bytes written to it.
 type limitedBuffer struct {
