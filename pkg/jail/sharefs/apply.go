@@ -179,11 +179,9 @@ func (fs *fsys) applyEntry(name string, hdr *tar.Header, data io.Reader, buf []b
 // walk of the same path opened so since the last removal there), so a symlink the
 // stream planted earlier is never a way out.
 func (fs *fsys) dirNode(rel string) (*node, error) {
-	fd, err := fs.walkDir(rel)
-	if err != nil {
+	if _, err := fs.dirs.dir(fs.root, rel); err != nil {
 		return nil, err
 	}
-	unix.Close(fd)
 	return &node{fs: fs, rel: rel}, nil
 }
 
