@@ -34,7 +34,9 @@ func (c *dirCache) walk(root int, rel string) (int, error) {
 	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 }
 
-// dir is the cached fd of rel, opened (with its parents) if it is not cached yet.
+// dir is the cached fd of rel, opened (with the directories above it that are not
+// cached) if it is not cached yet. One component at a time, without recursion: the
+// stream names the path.
 func (c *dirCache) dir(root int, rel string) (int, error) {
 	if rel == "." || rel == "" {
 		return root, nil
@@ -42,22 +44,31 @@ func (c *dirCache) dir(root int, rel string) (int, error) {
 	if fd, ok := c.fds[rel]; ok {
 		return fd, nil
 	}
-	parent, name := ".", rel
+	fd, from := root, 0
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
-		parent, name = rel[:i], rel[i+1:]
+		if pfd, ok := c.fds[rel[:i]]; ok {
+			fd, from = pfd, i+1
+		}
 	}
-	pfd, err := c.dir(root, parent)
-	if err != nil {
-		return -1, err
+	for from < len(rel) {
+		end := len(rel)
+		if i := strings.IndexByte(rel[from:], '/'); i >= 0 {
+			end = from + i
+		}
+		if cached, ok := c.fds[rel[:end]]; ok {
+			fd, from = cached, end+1
+			continue
+		}
+		nfd, err := unix.Openat(fd, rel[from:end], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, err
+		}
+		if len(c.fds) >= maxDirs {
+			c.close() // fd's job is done: nfd is open
+		}
+		c.fds[rel[:end]] = nfd
+		fd, from = nfd, end+1
 	}
-	fd, err := unix.Openat(pfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if len(c.fds) >= maxDirs {
-		c.close()
-	}
-	c.fds[rel] = fd
 	return fd, nil
 }
 

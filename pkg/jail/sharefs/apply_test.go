@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -325,6 +326,20 @@ var dirCacheCases = []struct {
 				dirEntry("a", map[string]string{PAXOpaque: "y"}), dirEntry("a/b", nil), file("a/b/g", "g")}
 		},
 		want: map[string]string{"a/b/f": "", "a/b/g": "g"},
+	},
+	{
+		name: "more directories than the cache holds, each visited twice",
+		entries: func(string) []entry {
+			var es []entry
+			for _, f := range []string{"f", "g"} {
+				for i := range 2 * maxDirs {
+					d := fmt.Sprintf("d%d/s", i)
+					es = append(es, dirEntry(path.Dir(d), nil), dirEntry(d, nil), file(d+"/"+f, d))
+				}
+			}
+			return es
+		},
+		want: map[string]string{"d0/s/f": "d0/s", "d0/s/g": "d0/s", "d127/s/f": "d127/s", "d127/s/g": "d127/s", "d70/s/g": "d70/s"},
 	},
 	{
 		name: "a file over a directory",
