@@ -80,7 +80,7 @@ func (fs *fsys) apply(r io.Reader) (ApplyResult, error) {
 	if fs.dirs == nil {
 		fs.dirs = newDirCache()
 	}
-	defer fs.dirs.close()
+	defer func() { fs.dirs.close(); fs.dirs = nil }()
 	tr := tar.NewReader(r)
 	buf := make([]byte, 1<<20) // one for every file: a stream holds thousands
 	for {
@@ -188,9 +188,10 @@ func (fs *fsys) dirNode(rel string) (*node, error) {
 // applyDir makes dir/name a directory with mode, emptied first when opaque.
 func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error {
 	// Most directories are new: made with their mode (the server's umask is 0), they
-	// need nothing more.
+	// need nothing more. A full quota is looked at again below: a directory that is
+	// there already takes none.
 	_, err := dir.Mkdir(name, p9.FileMode(mode), 0, 0)
-	if !errors.Is(err, unix.EEXIST) {
+	if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.ENOSPC) {
 		return err
 	}
 	st, err := fs.lstat(join(dir.rel, name))
@@ -226,9 +227,9 @@ func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error
 // that ends early is an error of the stream: the file keeps what arrived.
 func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, data io.Reader, buf []byte) error {
 	// Most files are new: the create comes first, and what was there goes only when
-	// the name is taken.
+	// the name is taken (or the quota is full: the removal may free what it needs).
 	f, _, _, err := dir.Create(name, p9.WriteOnly, p9.FileMode(mode), 0, 0)
-	if errors.Is(err, unix.EEXIST) {
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOSPC) {
 		if err := removeAll(dir, name); err != nil {
 			return err
 		}

@@ -402,3 +402,29 @@ func TestApplyDirCache(t *testing.T) {
 		t.Error("a cache that never forgets passed every case: the cases test nothing")
 	}
 }
+
+// TestApplyQuotaFull: with the quota used up, a directory the share holds already and
+// a file that replaces a bigger one still apply: neither needs room it does not free.
+func TestApplyQuotaFull(t *testing.T) {
+	dir, owner := shareOwner(t)
+	if err := os.Mkdir(filepath.Join(dir, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"keep", "f"} {
+		if err := os.Lchown(filepath.Join(dir, p), int(owner), int(owner)); err != nil && os.Geteuid() == 0 {
+			t.Fatal(err)
+		}
+	}
+	ans := applyStream(t, dir, 2*entryCost, stream(t,
+		file("a", ""), file("b", ""), dirEntry("keep", nil), file("f", "small"), file("c", "")))
+	// a and b fill the quota; keep needs none; f frees more than it takes, so c fits.
+	if want := "ok applied=5 "; !strings.HasPrefix(ans, want) {
+		t.Errorf("answer %q, want %q", ans, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "small" {
+		t.Errorf("f: %.40q, %v", b, err)
+	}
+}
