@@ -100,20 +100,27 @@ func (s *syncedShare) send(log *slog.Logger) error {
 	defer c.Close()
 	start := time.Now()
 	wrote := make(chan error, 1)
+	var sent countWriter
+	var sentTook time.Duration
 	go func() {
-		bw := bufio.NewWriterSize(c, 256<<10)
+		sent.w = c
+		bw := bufio.NewWriterSize(&sent, 256<<10)
 		err := writeChanges(bw, s.upper)
 		if err == nil {
 			err = bw.Flush()
 		}
 		_ = control.CloseWrite(c)
+		sentTook = time.Since(start)
 		wrote <- err
 	}()
 	_ = c.SetReadDeadline(time.Now().Add(syncWait))
 	line, rerr := bufio.NewReader(c).ReadString('\n')
 	werr := <-wrote
 	line = strings.TrimSpace(line)
-	log.Info("share synced", "share", s.tag, "answer", line, "took", time.Since(start).Round(time.Millisecond))
+	// sent is the layer read and written out (the host applies as it reads); the rest of
+	// took is the host's apply after the stream's end.
+	log.Info("share synced", "share", s.tag, "answer", line, "bytes", sent.n,
+		"sent", sentTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 	switch {
 	case rerr != nil:
 		return fmt.Errorf("share %q: no answer to its changes: %w", s.tag, rerr)
@@ -128,6 +135,7 @@ func (s *syncedShare) send(log *slog.Logger) error {
 // removal. Whatever else the layer holds is sent as what it is, for the host to refuse.
 func writeChanges(w io.Writer, upper string) error {
 	tw := tar.NewWriter(w)
+	buf := make([]byte, 256<<10) // one for every file: a layer holds thousands
 	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil // removed by a process still running: gone from the changes too
@@ -172,7 +180,7 @@ func writeChanges(w io.Writer, upper string) error {
 			}
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 		case unix.S_IFREG:
-			return writeFile(tw, hdr, p)
+			return writeFile(tw, hdr, p, st.Size, buf)
 		default:
 			return nil // a socket: nothing to hand back
 		}
@@ -184,29 +192,40 @@ func writeChanges(w io.Writer, upper string) error {
 	return tw.Close()
 }
 
-// writeFile writes the regular file at p. A file that changes size while it is read
-// (a process still running) is sent at the size its header says.
-func writeFile(tw *tar.Writer, hdr *tar.Header, p string) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+// writeFile writes the regular file at p, of size bytes when it was looked at, through
+// buf. A file that changes size while it is read (a process still running) is sent at
+// the size its header says.
+func writeFile(tw *tar.Writer, hdr *tar.Header, p string, size int64, buf []byte) error {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
 		return nil
 	} else if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: p, Err: err}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size()
+	defer unix.Close(fd)
+	hdr.Typeflag, hdr.Size = tar.TypeReg, size
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	n, err := io.CopyN(tw, f, hdr.Size)
-	if errors.Is(err, io.EOF) {
-		_, err = io.CopyN(tw, zeros{}, hdr.Size-n)
+	// A plain fd, read straight into buf: no *os.File, no copy buffer per file.
+	for left := size; left > 0; {
+		n, err := unix.Read(fd, buf[:min(int64(len(buf)), left)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &fs.PathError{Op: "read", Path: p, Err: err}
+		}
+		if n == 0 { // shorter than when it was looked at
+			_, err := io.CopyBuffer(tw, io.LimitReader(zeros{}, left), buf)
+			return err
+		}
+		if _, err := tw.Write(buf[:n]); err != nil {
+			return err
+		}
+		left -= int64(n)
 	}
-	return err
+	return nil
 }
 
 // opaque reports whether overlay marked the directory at p as hiding the lower one.
@@ -214,6 +233,18 @@ func opaque(p string) bool {
 	buf := make([]byte, 8)
 	n, err := unix.Lgetxattr(p, "trusted.overlay.opaque", buf)
 	return err == nil && n == 1 && buf[0] == 'y'
+}
+
+// countWriter counts what passes through it to w.
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 type zeros struct{}

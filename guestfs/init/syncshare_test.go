@@ -81,3 +81,34 @@ func TestWriteChanges(t *testing.T) {
 		t.Errorf("a directory after what it holds: %v", order)
 	}
 }
+
+// TestWriteFileSize: a file is sent at the size it had when the walk looked at it,
+// cut there when it grew since, padded with zeros when it shrank.
+func TestWriteFileSize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		size int64
+		want string
+	}{{10, "0123456789"}, {4, "0123"}, {13, "0123456789\x00\x00\x00"}} {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		if err := writeFile(tw, &tar.Header{Name: "f", Mode: 0o644}, p, c.size, make([]byte, 3)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(&b)
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil || h.Size != c.size || string(data) != c.want {
+			t.Errorf("size %d: header %d, data %q, %v; want %q", c.size, h.Size, data, err, c.want)
+		}
+	}
+}

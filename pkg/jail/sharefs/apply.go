@@ -2,6 +2,7 @@ package sharefs
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"cmp"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/hugelgupf/p9/p9"
@@ -75,7 +77,10 @@ func (fs *fsys) apply(r io.Reader) (ApplyResult, error) {
 	if fs.readOnly {
 		return res, unix.EROFS
 	}
-	root := &node{fs: fs, rel: "."}
+	if fs.dirs == nil {
+		fs.dirs = newDirCache()
+	}
+	defer func() { fs.dirs.close(); fs.dirs = nil }()
 	tr := tar.NewReader(r)
 	buf := make([]byte, 1<<20) // one for every file: a stream holds thousands
 	for {
@@ -94,7 +99,7 @@ func (fs *fsys) apply(r io.Reader) (ApplyResult, error) {
 		if name == "." {
 			continue // the share's root keeps its mode
 		}
-		if err := fs.applyEntry(root, name, hdr, tr, buf, &res); err != nil {
+		if err := fs.applyEntry(name, hdr, tr, buf, &res); err != nil {
 			if errors.Is(err, unix.ENOSPC) {
 				return res, fmt.Errorf("%s: %w (the disk quota is full)", name, err)
 			}
@@ -126,16 +131,17 @@ func entryName(raw string) (string, error) {
 }
 
 // applyEntry applies one entry at name.
-func (fs *fsys) applyEntry(root *node, name string, hdr *tar.Header, data io.Reader, buf []byte, res *ApplyResult) error {
+func (fs *fsys) applyEntry(name string, hdr *tar.Header, data io.Reader, buf []byte, res *ApplyResult) error {
 	dirPath, base := path.Split(name)
-	dir, err := fs.dirNode(root, cleanDir(dirPath))
+	for p := name; p != "."; p = path.Dir(p) {
+		if fs.hidden[p] {
+			res.refuse(name, unix.ENOENT)
+			return nil
+		}
+	}
+	dir, err := fs.dirNode(cleanDir(dirPath))
 	if err != nil {
 		return err
-	}
-	defer dir.Close()
-	if fs.hidden[name] {
-		res.refuse(name, unix.ENOENT)
-		return nil
 	}
 	mode := uint32(hdr.Mode) & 0o7777
 	if mode&^permMask != 0 {
@@ -168,32 +174,26 @@ func (fs *fsys) applyEntry(root *node, name string, hdr *tar.Header, data io.Rea
 	return err
 }
 
-// dirNode walks to the directory rel. Each step is checked again by every operation
-// on the node (walkDir opens each component O_DIRECTORY|O_NOFOLLOW), so a symlink the
+// dirNode is the directory rel, which must exist. Every operation on the node walks
+// to it again (walkDir opens each component O_DIRECTORY|O_NOFOLLOW, or takes the fd a
+// walk of the same path opened so since the last removal there), so a symlink the
 // stream planted earlier is never a way out.
-func (fs *fsys) dirNode(root *node, rel string) (*node, error) {
-	var names []string
-	if rel != "." {
-		names = strings.Split(rel, "/")
-	}
-	_, f, err := root.Walk(names)
-	if err != nil {
+func (fs *fsys) dirNode(rel string) (*node, error) {
+	if _, err := fs.dirs.dir(fs.root, rel); err != nil {
 		return nil, err
 	}
-	d := f.(*node)
-	st, err := fs.lstat(d.rel)
-	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		err = unix.ENOTDIR
-	}
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return &node{fs: fs, rel: rel}, nil
 }
 
 // applyDir makes dir/name a directory with mode, emptied first when opaque.
 func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error {
+	// Most directories are new: made with their mode (the server's umask is 0), they
+	// need nothing more. A full quota is looked at again below: a directory that is
+	// there already takes none.
+	_, err := dir.Mkdir(name, p9.FileMode(mode), 0, 0)
+	if !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.ENOSPC) {
+		return err
+	}
 	st, err := fs.lstat(join(dir.rel, name))
 	switch {
 	case err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR:
@@ -226,10 +226,15 @@ func (fs *fsys) applyDir(dir *node, name string, mode uint32, opaque bool) error
 // applyFile replaces dir/name with a file of hdr.Size bytes read from data. A stream
 // that ends early is an error of the stream: the file keeps what arrived.
 func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, data io.Reader, buf []byte) error {
-	if err := removeAll(dir, name); err != nil {
-		return err
-	}
+	// Most files are new: the create comes first, and what was there goes only when
+	// the name is taken (or the quota is full: the removal may free what it needs).
 	f, _, _, err := dir.Create(name, p9.WriteOnly, p9.FileMode(mode), 0, 0)
+	if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOSPC) {
+		if err := removeAll(dir, name); err != nil {
+			return err
+		}
+		f, _, _, err = dir.Create(name, p9.WriteOnly, p9.FileMode(mode), 0, 0)
+	}
 	if err != nil {
 		return err
 	}
@@ -265,8 +270,13 @@ func (fs *fsys) applyFile(dir *node, name string, mode uint32, hdr *tar.Header, 
 }
 
 // removeAll removes dir/name and, for a directory, everything in it; a missing name is
-// no error. It never follows a symlink: one is removed as itself.
+// no error. It never follows a symlink: one is removed as itself. The apply's open
+// directories at and under the path are forgotten once it is gone (the removal itself
+// walks into it again).
 func removeAll(dir *node, name string) error {
+	if dir.fs.dirs != nil {
+		defer dir.fs.dirs.forget(join(dir.rel, name))
+	}
 	qids, f, err := dir.Walk([]string{name})
 	if errors.Is(err, unix.ENOENT) {
 		return nil
@@ -325,7 +335,10 @@ func clearDir(dir *node, name string) error {
 // then the result.
 func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 	defer conn.Close()
-	res, err := fs.apply(conn)
+	// Headers are read 512 bytes at a time: a buffer saves a read of the socket each.
+	start := time.Now()
+	in := &waitReader{r: conn}
+	res, err := fs.apply(bufio.NewReaderSize(in, 256<<10))
 	line := "ok " + res.String()
 	switch {
 	case err != nil:
@@ -333,6 +346,8 @@ func answerApply(fs *fsys, conn io.ReadWriteCloser) error {
 	case res.nRefused+res.nFailed > 0:
 		line = "partial " + res.String()
 	}
+	// Where a slow sync's time went: waiting for the guest's stream, or applying it.
+	line += fmt.Sprintf(" took=%s waited=%s", time.Since(start).Round(time.Millisecond), in.wait.Round(time.Millisecond))
 	fmt.Fprintln(os.Stderr, "changes applied:", line)
 	_, werr := io.WriteString(conn, line+"\n")
 	return cmp.Or(err, werr)
@@ -373,6 +388,19 @@ func Apply(cfg Config, conn net.Conn, log *slog.Logger) error {
 
 // ErrApply is a changes stream that was refused or applied in part.
 var ErrApply = errors.New("sharefs: changes not all applied")
+
+// waitReader adds up the time spent in r's Read.
+type waitReader struct {
+	r    io.Reader
+	wait time.Duration
+}
+
+func (w *waitReader) Read(b []byte) (int, error) {
+	t := time.Now()
+	n, err := w.r.Read(b)
+	w.wait += time.Since(t)
+	return n, err
+}
 
 // limitedBuffer keeps the first n bytes written to it.
 type limitedBuffer struct {

@@ -5,10 +5,12 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +21,7 @@ import (
 
 // applyStream applies stream to dir through a real, confined share server, as a
 // guest's stream would arrive (then half-closed), and returns the server's answer.
-func applyStream(t *testing.T, dir string, quota int64, stream []byte) string {
+func applyStream(t testing.TB, dir string, quota int64, stream []byte) string {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -273,5 +275,156 @@ func TestApplyAttacks(t *testing.T) {
 				c.check(t, dir)
 			}
 		})
+	}
+}
+
+// dirCacheCases are streams that remove or replace a directory the apply walked into
+// earlier: a later entry under the same path lands in what is there now, or is
+// refused, and never lands where a symlink points.
+var dirCacheCases = []struct {
+	name    string
+	entries func(outside string) []entry
+	want    map[string]string // path -> contents; "" means it must not exist
+}{
+	{
+		name: "removed then made again",
+		entries: func(string) []entry {
+			return []entry{dirEntry("a", nil), dirEntry("a/b", nil), file("a/b/f", "f"), removal("a"),
+				dirEntry("a", nil), file("a/g", "g"), dirEntry("a/b", nil), file("a/b/h", "h")}
+		},
+		want: map[string]string{"a/g": "g", "a/b/h": "h", "a/b/f": ""},
+	},
+	{
+		name: "removed then a symlink out",
+		entries: func(out string) []entry {
+			return []entry{dirEntry("a", nil), dirEntry("a/b", nil), file("a/b/f", "f"), removal("a"),
+				{hdr: tar.Header{Name: "a", Typeflag: tar.TypeSymlink, Linkname: out}}, file("a/g", "g"), file("a/b/g", "g")}
+		},
+		want: map[string]string{"a/b/f": ""},
+	},
+	{
+		name: "replaced by a symlink entry",
+		entries: func(out string) []entry {
+			return []entry{dirEntry("a", nil), file("a/f", "f"),
+				{hdr: tar.Header{Name: "a", Typeflag: tar.TypeSymlink, Linkname: out}}, file("a/g", "g")}
+		},
+	},
+	{
+		name: "emptied by an opaque entry",
+		entries: func(out string) []entry {
+			return []entry{dirEntry("a", nil), dirEntry("a/b", nil), file("a/b/f", "f"),
+				dirEntry("a", map[string]string{PAXOpaque: "y"}),
+				{hdr: tar.Header{Name: "a/b", Typeflag: tar.TypeSymlink, Linkname: out}}, file("a/b/g", "g"),
+				dirEntry("a/c", nil), file("a/c/h", "h")}
+		},
+		want: map[string]string{"a/b/f": "", "a/c/h": "h"},
+	},
+	{
+		name: "emptied by an opaque entry, then made again",
+		entries: func(string) []entry {
+			return []entry{dirEntry("a", nil), dirEntry("a/b", nil), file("a/b/f", "f"),
+				dirEntry("a", map[string]string{PAXOpaque: "y"}), dirEntry("a/b", nil), file("a/b/g", "g")}
+		},
+		want: map[string]string{"a/b/f": "", "a/b/g": "g"},
+	},
+	{
+		name: "more directories than the cache holds, each visited twice",
+		entries: func(string) []entry {
+			var es []entry
+			for _, f := range []string{"f", "g"} {
+				for i := range 2 * maxDirs {
+					d := fmt.Sprintf("d%d/s", i)
+					es = append(es, dirEntry(path.Dir(d), nil), dirEntry(d, nil), file(d+"/"+f, d))
+				}
+			}
+			return es
+		},
+		want: map[string]string{"d0/s/f": "d0/s", "d0/s/g": "d0/s", "d127/s/f": "d127/s", "d127/s/g": "d127/s", "d70/s/g": "d70/s"},
+	},
+	{
+		name: "a file over a directory",
+		entries: func(string) []entry {
+			return []entry{dirEntry("a", nil), dirEntry("a/b", nil), file("a/b/f", "f"), file("a", "x"), file("a/g", "g"), file("a/b/g", "g")}
+		},
+		want: map[string]string{"a": "x"},
+	},
+}
+
+// dirCacheProblems lists how dir differs from what a case wants, and anything that
+// landed in outside.
+func dirCacheProblems(dir, outside string, want map[string]string) []string {
+	var bad []string
+	for p, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		switch {
+		case w == "" && !errors.Is(err, os.ErrNotExist):
+			bad = append(bad, p+" exists")
+		case w != "" && string(b) != w:
+			bad = append(bad, fmt.Sprintf("%s: %q, %v; want %q", p, b, err, w))
+		}
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		bad = append(bad, fmt.Sprintf("%d entries landed outside the share", len(ents)))
+	}
+	return bad
+}
+
+// TestApplyDirCache applies each dirCacheCase through a real share server. It then
+// applies them in this process with a cache that never forgets, which must get some
+// of them wrong: the cases can tell.
+func TestApplyDirCache(t *testing.T) {
+	naiveWrong := 0
+	for _, c := range dirCacheCases {
+		t.Run(c.name, func(t *testing.T) {
+			outside := t.TempDir()
+			dir, _ := shareOwner(t)
+			ans := applyStream(t, dir, 0, stream(t, c.entries(outside)...))
+			t.Log(ans)
+			for _, p := range dirCacheProblems(dir, outside, c.want) {
+				t.Error(p)
+			}
+
+			naive := t.TempDir()
+			root, err := unix.Open(naive, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(root)
+			fs := &fsys{root: root, hidden: map[string]bool{}, dirs: &dirCache{fds: map[string]int{}, naive: true}}
+			res, err := fs.apply(bytes.NewReader(stream(t, c.entries(outside)...)))
+			if bad := dirCacheProblems(naive, outside, c.want); len(bad) > 0 {
+				t.Logf("a cache that never forgets: %v %v: %v", res, err, bad)
+				naiveWrong++
+			}
+		})
+	}
+	if naiveWrong == 0 {
+		t.Error("a cache that never forgets passed every case: the cases test nothing")
+	}
+}
+
+// TestApplyQuotaFull: with the quota used up, a directory the share holds already and
+// a file that replaces a bigger one still apply: neither needs room it does not free.
+func TestApplyQuotaFull(t *testing.T) {
+	dir, owner := shareOwner(t)
+	if err := os.Mkdir(filepath.Join(dir, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, 64<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"keep", "f"} {
+		if err := os.Lchown(filepath.Join(dir, p), int(owner), int(owner)); err != nil && os.Geteuid() == 0 {
+			t.Fatal(err)
+		}
+	}
+	ans := applyStream(t, dir, 2*entryCost, stream(t,
+		file("a", ""), file("b", ""), dirEntry("keep", nil), file("f", "small"), file("c", "")))
+	// a and b fill the quota; keep needs none; f frees more than it takes, so c fits.
+	if want := "ok applied=5 "; !strings.HasPrefix(ans, want) {
+		t.Errorf("answer %q, want %q", ans, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "small" {
+		t.Errorf("f: %.40q, %v", b, err)
 	}
 }

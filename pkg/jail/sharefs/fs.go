@@ -39,6 +39,7 @@ type fsys struct {
 	quota    *quota
 	hidden   map[string]bool // rel paths that do not exist for the guest
 	live     atomic.Int32    // nodes handed to the 9p server and not yet closed
+	dirs     *dirCache       // an apply's open directories (apply_dirs.go); nil when serving 9p
 }
 
 // takeNode takes a place for a node, or fails with ENFILE when the connection holds
@@ -76,6 +77,9 @@ func (a attacher) Attach() (p9.File, error) {
 // walkDir opens the directory at rel (relative to the root) as an O_PATH fd, refusing
 // symlinks in every component.
 func (fs *fsys) walkDir(rel string) (int, error) {
+	if fs.dirs != nil {
+		return fs.dirs.walk(fs.root, rel)
+	}
 	fd, err := unix.Dup(fs.root)
 	if err != nil {
 		return -1, err
