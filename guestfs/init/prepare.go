@@ -77,6 +77,7 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
+	enableSwap(b.log, rs.Swap)
 	synced, err := mountShares(ctx, rs.Mounts)
 	b.synced = synced
 	if err != nil {
