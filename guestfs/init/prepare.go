@@ -81,7 +81,7 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
-	<-swapDone // upperLimit counts the swap, and the command starts in its cgroup
+	<-swapDone // upperLimit counts the swap
 	synced, err := mountShares(ctx, rs.Mounts)
 	b.synced = synced
 	if err != nil {

@@ -42,14 +42,18 @@ func swapSize(rs control.RunSpec) int64 {
 	return min(n, swapMax)
 }
 
-// openSwapDisk makes a swap disk of size bytes in dir, owned by QEMU's uid (nil: ours).
-func openSwapDisk(dir string, size int64, vmm *vmmIdentity) (_ *os.File, err error) {
-	if dir == "" {
-		dir = os.TempDir()
+// openSwapDisk makes a swap disk of size bytes in dir, else (a cache the caller may
+// only read) in the temp dir, owned by QEMU's uid (nil: ours).
+func openSwapDisk(dir string, size int64, vmm *vmmIdentity) (*os.File, error) {
+	if dir != "" {
+		if f, err := openSwapDiskIn(dir, size, vmm); err == nil {
+			return f, nil
+		}
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("swap disk: %w", err)
-	}
+	return openSwapDiskIn(os.TempDir(), size, vmm)
+}
+
+func openSwapDiskIn(dir string, size int64, vmm *vmmIdentity) (_ *os.File, err error) {
 	var f *os.File
 	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
 	switch {

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -58,4 +59,10 @@ func TestOpenSwapDisk(t *testing.T) {
 	if _, err := f.WriteAt([]byte("x"), 1<<20); err != nil {
 		t.Fatal(err)
 	}
+	// A cache dir it cannot write in: the temp dir instead.
+	g, err := openSwapDisk(filepath.Join(dir, "missing"), 1<<20, nil)
+	if err != nil {
+		t.Fatalf("without a usable cache dir: %v", err)
+	}
+	g.Close()
 }
