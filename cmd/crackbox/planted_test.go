@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// TestPlantedSymlinksNotFollowed: a guest replaces .env and tok in its
-// workdir with symlinks to a host file outside every share; the operator's
-// next runs naming them with --env-file and --secret =file: are refused
-// before a guest boots, and the host file's text goes nowhere.
+// TestPlantedSymlinksNotFollowed: a guest replaces .env (through a live
+// workdir) and tok (through one synced at exit) in its workdir with symlinks to
+// a host file outside every share; the operator's next runs naming them with
+// --env-file and --secret =file: are refused before a guest boots, and the host
+// file's text goes nowhere.
 func TestPlantedSymlinksNotFollowed(t *testing.T) {
 	wd := t.TempDir()
 	hostOnly := filepath.Join(t.TempDir(), "shadow")
@@ -27,14 +28,16 @@ func TestPlantedSymlinksNotFollowed(t *testing.T) {
 	slot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	plant := cliCmd(t, ctx, wd, "--net", "none", "--", "sh", "-c", "ln -sf "+hostOnly+" .env && ln -sf "+hostOnly+" tok")
-	var perr bytes.Buffer
-	plant.Stderr = &perr
-	if code := exitCode(plant.Run()); code != 0 {
-		t.Fatalf("planting guest: exit %d: %s", code, perr.String())
-	}
-	if target, err := os.Readlink(filepath.Join(wd, ".env")); err != nil || target != hostOnly {
-		t.Fatalf("the guest did not plant the symlink: %q %v", target, err)
+	for _, p := range []struct{ mode, name string }{{"live", ".env"}, {"exit", "tok"}} {
+		plant := cliCmd(t, ctx, wd, "--net", "none", "--workdir-sync", p.mode, "--", "ln", "-sf", hostOnly, p.name)
+		var perr bytes.Buffer
+		plant.Stderr = &perr
+		if code := exitCode(plant.Run()); code != 0 {
+			t.Fatalf("planting guest (%s): exit %d: %s", p.mode, code, perr.String())
+		}
+		if target, err := os.Readlink(filepath.Join(wd, p.name)); err != nil || target != hostOnly {
+			t.Fatalf("the guest (%s) did not plant the symlink %s: %q %v", p.mode, p.name, target, err)
+		}
 	}
 	for _, args := range [][]string{
 		{"--net", "none", "--env-file", ".env", "--", "sh", "-c", "echo LEAK=$PASSWORD"},

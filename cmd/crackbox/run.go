@@ -130,7 +130,7 @@ secret-exfiltration, and the exit summary names the secret.`,
 	f.String("guest-init", "", "guest-init binary; default: next to crackbox")
 	f.String("accel", "auto", "accelerator: auto, kvm or tcg")
 	f.String("memory", "512M", "guest memory, e.g. 256M, 1G")
-	f.String("workdir-sync", "live", "when the workdir's changes reach the host: live (as they are written) or exit (kept in the guest, applied when the command ends; faster, lost if the run is stopped)")
+	f.String("workdir-sync", "exit", "when the workdir's changes reach the host: exit (kept in the guest and applied when the command ends, also after Ctrl-C or --timeout; lost if crackbox is killed) or live (written through as they are made: slower, for jobs whose writes the host must see during the run)")
 	f.Int("cpus", 1, "guest vCPUs")
 	f.String("timeout", "0", "stop the guest after this long (e.g. 30s, 5m); exit 125")
 	f.String("net", "auto", "network: auto (tap when root, else proxy-only), tap, proxy-only or none")

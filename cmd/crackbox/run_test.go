@@ -204,3 +204,28 @@ func TestCLICtrlC(t *testing.T) {
 		t.Fatalf("exit %d stderr %q; want 130 and a note", code, errb.String())
 	}
 }
+
+// TestCLICtrlCKeepsChanges: in the default workdir mode (synced at exit) one Ctrl-C ends
+// the command, and what it wrote in the workdir still reaches the host.
+func TestCLICtrlCKeepsChanges(t *testing.T) {
+	wd := t.TempDir()
+	slot(t)
+	cmd := cliCmd(t, context.Background(), wd, "--net", "none", "--",
+		"sh", "-c", `echo kept > out.txt; echo ready; exec sleep 600`)
+	out, errb := &outputWatcher{}, &outputWatcher{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.wait(t, "ready", 2*time.Minute)
+	if _, err := os.Stat(filepath.Join(wd, "out.txt")); !os.IsNotExist(err) {
+		t.Fatalf("out.txt on the host before the command ended (%v): the workdir is not synced at exit", err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := exitCode(cmd.Wait()); code != 130 {
+		t.Fatalf("exit %d stderr %q; want 130", code, errb.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(wd, "out.txt")); err != nil || string(b) != "kept\n" {
+		t.Fatalf("out.txt after Ctrl-C: %q, %v", b, err)
+	}
+}

@@ -68,6 +68,10 @@ func (b *builder) beforeExit() {
 }
 
 func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
+	// Swap is CPU work for the guest; the root's mounts mostly wait on the host.
+	swapDone := make(chan struct{})
+	go func() { enableSwap(b.log, rs.Swap); close(swapDone) }()
+	defer func() { <-swapDone }()
 	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
 	}
@@ -77,6 +81,7 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
+	<-swapDone // upperLimit counts the swap
 	synced, err := mountShares(ctx, rs.Mounts)
 	b.synced = synced
 	if err != nil {

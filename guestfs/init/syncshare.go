@@ -38,7 +38,7 @@ type syncedShare struct {
 // mountSynced mounts share m read-only (9p's cache keeps what it read: the run is
 // taken to be the share's only writer, so a change the host makes during the run may or
 // may not be seen) under an overlay at m.Target whose upper layer is a tmpfs bounded by
-// m.SyncLimit and by three quarters of the guest's memory.
+// m.SyncLimit and by what the guest's memory and swap hold (upperLimit).
 func mountSynced(ctx context.Context, m control.Mount) (*syncedShare, error) {
 	dir := syncRoot + "/" + m.Tag
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -78,14 +78,17 @@ func mountSynced(ctx context.Context, m control.Mount) (*syncedShare, error) {
 	return &syncedShare{tag: m.Tag, upper: upper, ctx: ctx}, nil
 }
 
-// upperLimit is the size of a synced share's upper layer.
+// upperLimit is the size of a synced share's upper layer: limit (the disk quota), at
+// most what memory and swap hold. Three quarters of memory leaves the command room; a
+// tmpfs's pages go to swap under pressure, so with the swap the host sized to the quota
+// the layer holds the whole quota.
 func upperLimit(limit int64) int64 {
 	var si unix.Sysinfo_t
 	mem := int64(256 << 20)
 	if unix.Sysinfo(&si) == nil {
 		mem = int64(si.Totalram) * int64(si.Unit)
 	}
-	if l := mem / 4 * 3; limit <= 0 || limit > l {
+	if l := mem/4*3 + swapOn; limit <= 0 || limit > l {
 		return l
 	}
 	return limit

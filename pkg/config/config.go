@@ -83,7 +83,8 @@ type Run struct {
 	AddrPool  string   `toml:"addr_pool"`  // IPv4 range guest links are carved from
 	GuestInit string   `toml:"guest_init"` // guest-init binary path; "" uses the built one
 	Snapshot  string   `toml:"snapshot"`   // restore from a snapshot: auto, on or off
-	// WorkdirSync is when the workdir's changes reach the host: live or exit.
+	// WorkdirSync is when the workdir's changes reach the host: exit (the default) or
+	// live.
 	WorkdirSync string `toml:"workdir_sync"`
 	Cache       string `toml:"cache"` // kernels, initramfs images, snapshots; "" = install.CacheDir()
 	// Secret lists credentials the proxy injects ([[run.secret]]); the guest
@@ -141,7 +142,7 @@ func Default() *Config {
 			Net:         "auto",
 			AddrPool:    "10.213.0.0/16",
 			Snapshot:    "auto",
-			WorkdirSync: jail.WorkdirSyncLive,
+			WorkdirSync: jail.WorkdirSyncExit,
 		},
 		Log: Log{Level: "info"},
 	}

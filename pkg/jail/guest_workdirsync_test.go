@@ -2,7 +2,10 @@ package jail_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +108,69 @@ func TestWorkdirSyncTimeout(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(wd, "written")); err != nil || string(b) != "kept\n" {
 		t.Fatalf("the write before the timeout: %q, %v", b, err)
+	}
+}
+
+// swapJobs writes 300 MiB of incompressible new files into the workdir, more than three
+// quarters of a 256 MiB guest, lists the share (9p needs 1 MiB buffers, which a guest
+// whose memory is full cannot find) and prints the files' hashes. First, as a guest that
+// turns its swap off, it writes past the swap disk's end, which the host must refuse.
+const swapJobs = `
+set -e
+dev=$(awk 'NR==2 {print $1}' /proc/swaps)
+echo "swap $(awk 'NR==2 {print $3}' /proc/swaps)"
+if [ -n "$dev" ]; then
+  swapoff "$dev"
+  if dd if=/dev/zero of="$dev" bs=1M seek=600 count=1 oflag=direct conv=notrunc 2>/dev/null; then echo past-end-written; else echo past-end-refused; fi
+  swapon "$dev"
+fi
+i=1
+while [ $i -le 30 ]; do head -c 10485760 /dev/urandom > "big$i"; i=$((i+1)); done
+# Memory is full of the upper layer now: reading the share must still work.
+for k in 1 2 3; do ls -la >/dev/null; done
+sha256sum big*
+`
+
+// TestWorkdirSyncSwap: a workdir synced at exit holds more new data than the guest's
+// memory (its upper layer swaps to the run's swap disk), and all of it reaches the host.
+func TestWorkdirSyncSwap(t *testing.T) {
+	jailtest.Require(t)
+	wd := t.TempDir()
+	os.Chmod(filepath.Dir(wd), 0o755)
+	s := jailtest.Spec(t, "sh", "-c", swapJobs)
+	s.Workdir, s.Root = wd, true
+	s.WorkdirSync = jail.WorkdirSyncExit
+	s.MemoryMiB = 256
+	s.DiskQuota = 512 << 20
+	s.RunDirBase = t.TempDir()
+	s.Timeout = 10 * time.Minute
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	res, err := jailtest.Run(t, s)
+	if err != nil || res.Exit != 0 {
+		t.Fatalf("exit %d err %v\nstdout %s\nstderr %s", res.Exit, err, out.String(), errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 32 || lines[0] != "swap 524284" || lines[1] != "past-end-refused" {
+		t.Fatalf("stdout %q\nstderr %s", out.String(), errb.String())
+	}
+	for _, l := range lines[2:] {
+		sum, name, _ := strings.Cut(l, "  ")
+		b, err := os.ReadFile(filepath.Join(wd, name))
+		if err != nil {
+			t.Fatalf("%s not on the host: %v", name, err)
+		}
+		if h := sha256.Sum256(b); hex.EncodeToString(h[:]) != sum || len(b) != 10<<20 {
+			t.Errorf("%s on the host: %d bytes, sha256 %x; the guest wrote %s", name, len(b), h, sum)
+		}
+	}
+	// The swap disk never had a name; nothing of it is left in the run dirs or the cache.
+	for _, dir := range []string{s.RunDirBase, s.CacheDir} {
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.Contains(d.Name(), "swap") {
+				t.Errorf("left after the run: %s", p)
+			}
+			return nil
+		})
 	}
 }

@@ -90,6 +90,7 @@ func makePlan(s Spec, userFS string) (*plan, error) {
 		}
 		p.rs.Mounts = append(p.rs.Mounts, m)
 	}
+	p.rs.Swap = swapSize(p.rs)
 	return p, nil
 }
 

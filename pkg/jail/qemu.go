@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/crackbox/crackbox/pkg/jail/control"
 )
 
 // Machine types.
@@ -24,6 +26,7 @@ type vmConfig struct {
 	MemoryMiB int
 	Kernel    string // as QEMU opens it, e.g. /dev/fd/3
 	Initrd    string
+	SwapDisk  string // as QEMU opens it, e.g. /dev/fd/5 (swapdisk.go)
 	Append    string
 	CtlSock   string // host listens, QEMU connects
 	QMPSock   string // QEMU listens
@@ -49,6 +52,7 @@ func newVMConfig(p *plan, st vmStart) vmConfig {
 	cfg := vmConfig{
 		Machine: p.machine, Accel: st.accel, CPUs: p.cpus, MemoryMiB: p.memMiB,
 		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: st.append,
+		SwapDisk: "/dev/fd/" + strconv.Itoa(swapFD),
 	}
 	for i := range sharePortCount {
 		cfg.SharePorts = append(cfg.SharePorts, sharePortName(i))
@@ -158,6 +162,12 @@ func (c vmConfig) args() []string {
 		a = append(a,
 			"-chardev", "socket,id="+name+",path="+sock+",server=on,wait=off",
 			"-device", "virtserialport,bus=vser.0,chardev="+name+",name="+name)
+	}
+	if c.SwapDisk != "" {
+		// Its contents die with the run, so nothing is flushed; discards punch holes.
+		a = append(a,
+			"-drive", "file="+c.SwapDisk+",format=raw,if=none,id=swap,cache=unsafe,discard=unmap",
+			"-device", c.dev("virtio-blk")+",drive=swap,serial="+control.SwapSerial)
 	}
 	for i, s := range c.Shares {
 		id := "fs" + strconv.Itoa(i)

@@ -11,7 +11,7 @@ import (
 func TestQEMUArgs(t *testing.T) {
 	base := vmConfig{
 		Machine: MachineMicrovm, Accel: AccelTCG, CPUs: 2, MemoryMiB: 256,
-		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", Append: "console=ttyS0",
+		Kernel: "/dev/fd/3", Initrd: "/dev/fd/4", SwapDisk: "/dev/fd/5", Append: "console=ttyS0",
 		CtlSock: "/run/x/vm/ctl.sock", QMPSock: "/run/x/vm/qmp.sock",
 		Shares: []vmShare{
 			{share: share{Tag: "usr", Host: "/usr", Target: "/usr", ReadOnly: true, FS: FS9P}},
@@ -41,11 +41,13 @@ func TestQEMUArgs(t *testing.T) {
 			"-device virtio-9p-device,fsdev=fs0,mount_tag=usr",
 			"-chardev socket,id=fs1,path=/run/x/vm/fs0.sock",
 			"-device vhost-user-fs-device,chardev=fs1,tag=v0",
+			"-drive file=/dev/fd/5,format=raw,if=none,id=swap,cache=unsafe,discard=unmap -device virtio-blk-device,drive=swap,serial=crackbox-swap",
 		}, []string{"-cpu host", "-netdev"}},
 		{"kvm", func(c *vmConfig) { c.Accel = AccelKVM }, []string{"-accel kvm -cpu host"}, []string{"tcg", "-cpu max"}},
 		{"q35 uses pci devices", func(c *vmConfig) { c.Machine = MachineQ35 }, []string{
 			"-M q35,memory-backend=mem", "-device virtio-serial-pci,id=vser", "-device virtio-rng-pci",
 			"-device virtio-9p-pci,fsdev=fs0", "-device vhost-user-fs-pci,chardev=fs1",
+			"-device virtio-blk-pci,drive=swap",
 		}, []string{"microvm", "force-legacy"}},
 		{"9p only needs no memfd", func(c *vmConfig) { c.Shares = c.Shares[:1] }, []string{
 			"-M microvm,pit=on,pic=on,rtc=on,acpi=off,x-option-roms=off -global",

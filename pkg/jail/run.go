@@ -186,7 +186,8 @@ func prepare(s Spec, log *slog.Logger) (*prepared, error) {
 	}
 	b.start = vmStart{
 		qemu: qemu, kernel: kernel, initrd: initrd, accel: accel, vmm: b.vmm.ID,
-		append: kernelCmdline(accel, b.p.machine, tscKHz(), s.Debug),
+		append:  kernelCmdline(accel, b.p.machine, tscKHz(), s.Debug),
+		swapDir: b.cache, swapSize: b.p.rs.Swap,
 	}
 	return b, nil
 }

@@ -29,7 +29,7 @@ const (
 
 // snapSlots is how many workdir/volume 9p slots the snapshot layout has; unused slots
 // serve an empty read-only directory. microvm has 8 virtio-mmio transports: rng, serial,
-// the three lowers and the NIC leave two.
+// the two 9p lowers, the swap disk and the NIC leave two.
 const snapSlots = 2
 
 // snapMAC is the snapshot guest's MAC, the one QEMU gives a first NIC by default.
@@ -100,6 +100,8 @@ func (sr *snapRun) make(ctx context.Context, path string) (err error) {
 	st := sr.st
 	st.tap, st.incoming = nil, nil
 	st.layout = snapLayout(nil, empty)
+	// The guest learns the disk's size at boot; a restored run's swap fits in the largest.
+	st.swapSize = swapMax
 	v, err := startVM(sr.p, st, rd, sr.log.With("snapshot", rd.ID))
 	if err != nil {
 		return err

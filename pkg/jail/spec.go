@@ -135,7 +135,8 @@ type Spec struct {
 	WorkdirNoSymlinks bool
 	// WorkdirSync is when the workdir's changes reach the host: WorkdirSyncLive (also
 	// "") as the command writes them, or WorkdirSyncExit all at once when it ends
-	// (workdirsync.go).
+	// (workdirsync.go). The crackbox CLI defaults to exit; "" stays live for library
+	// callers whose shares other processes use during the run (arizuko homes).
 	WorkdirSync string
 	Volumes     []Volume
 	// Force allows sharing the home directory and credential directories (~/.ssh, ...).

@@ -40,6 +40,9 @@ type vmStart struct {
 	layout []vmShare
 	// incoming is a snapshot file QEMU restores from instead of booting.
 	incoming *os.File
+	// swapDir holds the swap disk (swapdisk.go); swapSize is its size.
+	swapDir  string
+	swapSize int64
 }
 
 // startVM starts QEMU for the plan: it opens what QEMU inherits, starts the share
@@ -83,7 +86,8 @@ func startVM(p *plan, st vmStart, rd *runDir, log *slog.Logger) (_ *vm, err erro
 }
 
 // inheritedFiles opens what QEMU inherits as fd 3 on: the kernel and initramfs (QEMU runs
-// as a uid that cannot reach a kernel under /root), the snapshot to restore and the tap.
+// as a uid that cannot reach a kernel under /root), the swap disk, the snapshot to
+// restore and the tap.
 // The caller closes the files, also on error, once QEMU has started.
 func inheritedFiles(st vmStart, cfg *vmConfig) ([]*os.File, error) {
 	var files []*os.File
@@ -94,6 +98,11 @@ func inheritedFiles(st vmStart, cfg *vmConfig) ([]*os.File, error) {
 		}
 		files = append(files, f)
 	}
+	swap, err := openSwapDisk(st.swapDir, st.swapSize, st.vmm)
+	if err != nil {
+		return files, err
+	}
+	files = append(files, swap) // swapFD
 	if st.incoming != nil {
 		// Dup it: files is closed once QEMU has started, the caller keeps its own.
 		f, err := dupFile(st.incoming)

@@ -56,6 +56,9 @@ func TestWorkdirSyncPlan(t *testing.T) {
 			if c.want != "" && w.SyncLimit != 1<<20 {
 				t.Errorf("sync limit %d, want the quota", w.SyncLimit)
 			}
+			if want := map[bool]int64{true: 1 << 20}[c.want != ""]; p.rs.Swap != want {
+				t.Errorf("swap %d, want %d (the quota when synced at exit, else none)", p.rs.Swap, want)
+			}
 			shares := newStreamShares(p, 1<<20, nil, nil)
 			cfg := shares.config(shares.byTag[w.Tag])
 			if cfg.ReadOnly != (c.ro || c.want != "") {

@@ -78,7 +78,16 @@ type RunSpec struct {
 	// snapshot would otherwise share its CRNG state and stale clock with every other.
 	Seed         []byte `json:"seed,omitempty"`
 	TimeUnixNano int64  `json:"time_unix_nano,omitempty"`
+
+	// Swap is how many bytes of the swap disk (the virtio-blk device whose serial is
+	// SwapSerial) guest-init may use as swap, so the upper layers of shares synced at
+	// exit can outgrow the guest's memory; 0 = none. The device may look larger (a
+	// snapshot guest saw the largest); the host refuses writes past Swap.
+	Swap int64 `json:"swap,omitempty"`
 }
+
+// SwapSerial is the serial number of the guest's swap disk.
+const SwapSerial = "crackbox-swap"
 
 // Root describes the guest's root filesystem. Every Lower share is mounted read-only at
 // its Target and covered by a tmpfs overlay, so the command can write anywhere and all of
