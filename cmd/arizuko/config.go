@@ -78,6 +78,7 @@ func defaultConfig() *Config {
 	return &Config{
 		Proxy:   p,
 		Server:  Server{Listen: defaultListen},
+		Log:     Log{Level: "info"},
 		Limits:  service.DefaultLimits,
 		Routing: Routing{EngagementTTL: config.Duration{Duration: router.DefaultEngagementTTL}},
 	}

@@ -40,11 +40,11 @@ its outcome. Folder homes and sockets live under --data on this host.`,
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig(flagOverrides(map[string]string{
-				"fleet.nats": natsURL, "fleet.creds": creds, "fleet.nkey": nkey, "fleet.ca": ca})...)
+				"fleet.nats": natsURL, "fleet.creds": creds, "fleet.nkey": nkey, "fleet.ca": ca, "log.level": a.logLevel})...)
 			if err != nil {
 				return err
 			}
-			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
+			if err := setupLog(cfg.Log.Level); err != nil {
 				return err
 			}
 			fc := cfg.Fleet

@@ -37,11 +37,11 @@ secrets.key_file or <data>/secrets.key names).`,
 		// which RunE knows only once the config is read.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(flagOverrides(map[string]string{"server.listen": listen, "fleet.nats": natsURL})...)
+			cfg, err := a.loadConfig(flagOverrides(map[string]string{"server.listen": listen, "fleet.nats": natsURL, "log.level": a.logLevel})...)
 			if err != nil {
 				return err
 			}
-			if err := setupLog(firstNonEmpty(a.logLevel, cfg.Log.Level, "info")); err != nil {
+			if err := setupLog(cfg.Log.Level); err != nil {
 				return err
 			}
 			cfg.Fleet.insecure = insecureNATS
