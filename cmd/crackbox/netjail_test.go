@@ -154,13 +154,14 @@ func TestNetjailTapGuests(t *testing.T) {
 	slot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	// The guests publish their addresses to each other in the workdir, so it is live.
 	probeArgs := func(role, peer string) string {
 		return fmt.Sprintf("python3 probe.py %s %s %s %s %d %d %d", role, peer, v4, v6, baitTCP, baitUDP, admin)
 	}
-	a := netRun(t, ctx, wd, runsA, "--config", cfg, "--root", "--net", "tap", "--timeout", "7m",
+	a := netRun(t, ctx, wd, runsA, "--config", cfg, "--root", "--net", "tap", "--timeout", "7m", "--workdir-sync", "live",
 		"-v", u.caDir+":/cbxca:ro", "--log", logFile, "--allow", "good.test,git.test", "--allow", "pypi.test", "--",
 		"sh", "-c", probeArgs("A", "B")+fmt.Sprintf(" && sh clients.sh /cbxca/ca.pem %s %d", v4, admin))
-	b := netRun(t, ctx, wd, runsB, "--config", cfg, "--root", "--net", "tap", "--timeout", "7m",
+	b := netRun(t, ctx, wd, runsB, "--config", cfg, "--root", "--net", "tap", "--timeout", "7m", "--workdir-sync", "live",
 		"--allow", "good.test", "--", "sh", "-c", probeArgs("B", "A"))
 	var aOut, aErr, bOut, bErr bytes.Buffer
 	a.Stdout, a.Stderr, b.Stdout, b.Stderr = &aOut, &aErr, &bOut, &bErr
@@ -190,6 +191,7 @@ func TestNetjailTapGuests(t *testing.T) {
 		"tcp6_host": blocked, "tcp6_gw_linklocal": blocked,
 		"ping_gw": exact("reply"), "ping_host": blocked, "ping_peer_gw": blocked, "ping_peer_guest": blocked,
 		"tcp_peer_proxy": blocked, "tcp_peer_guest": blocked, "udp_peer_guest": blocked,
+		"peer_addr": exact("found"), // else the peer probes would try 0.0.0.0, the guest itself
 	}
 	for role, out := range map[string]string{"A": aOut.String(), "B": bOut.String()} {
 		got := parseChecks(out)

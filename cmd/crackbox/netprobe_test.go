@@ -44,6 +44,7 @@ pa = wait_for('addr-' + peer, 150).split()
 peer_gw, peer_guest = (pa + ['0.0.0.0', '0.0.0.0'])[:2]
 
 out, lock = [], threading.Lock()
+out.append('CHECK peer_addr %s' % ('found' if pa else 'missing'))
 def check(name, fn, *a):
     try: r = fn(*a)
     except Exception as e: r = 'exception-' + type(e).__name__
