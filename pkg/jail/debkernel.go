@@ -86,12 +86,17 @@ func (k *modKernel) adapt(p *plan, euid int) error {
 	for i := range p.rs.Root.Lower {
 		p.rs.Root.Lower[i].FSType = FSVirtiofs
 	}
+	// A changes stream is applied by a stream share's server, which virtio-fs shares do
+	// not have: their workdir is live (virtio-fs is fast enough not to need the layer).
 	for i := range p.userShare {
 		p.userShare[i].FS = FSVirtiofs
+		p.userShare[i].SyncExit = false
 	}
 	for i := range p.rs.Mounts {
 		p.rs.Mounts[i].FSType = FSVirtiofs
+		p.rs.Mounts[i].Sync, p.rs.Mounts[i].SyncLimit = "", 0
 	}
+	p.rs.Swap = swapSize(p.rs)
 	return nil
 }
 

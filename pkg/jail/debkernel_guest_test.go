@@ -9,6 +9,7 @@ import (
 
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
+	"github.com/crackbox/crackbox/pkg/jail"
 )
 
 // TestDebianKernel boots Debian's cloud kernel (modules loaded by guest-init, every share
@@ -34,6 +35,7 @@ echo hello > out.txt && echo wrote
 exit 7`)
 	s.Kernel = kernel
 	s.Workdir = wd
+	s.WorkdirSync = jail.WorkdirSyncExit // served live on virtio-fs: the write must still land
 	s.Root = true
 	var out, errb bytes.Buffer
 	s.Stdout, s.Stderr = &out, &errb

@@ -73,10 +73,11 @@ func TestModularAdapt(t *testing.T) {
 	newPlan := func() *plan {
 		p := &plan{
 			lowers:    []share{{Tag: "usr", FS: FS9P}},
-			userShare: []share{{Tag: "v0", FS: FS9P}},
+			userShare: []share{{Tag: "v0", FS: FS9P, SyncExit: true}},
 		}
 		p.rs.Root.Lower = []control.Mount{{Tag: "usr", FSType: FS9P}}
-		p.rs.Mounts = []control.Mount{{Tag: "v0", FSType: FS9P}}
+		p.rs.Mounts = []control.Mount{{Tag: "v0", FSType: FS9P, Sync: control.SyncExit, SyncLimit: 1 << 30}}
+		p.rs.Swap = swapSize(p.rs)
 		return p
 	}
 	p := newPlan()
@@ -89,6 +90,10 @@ func TestModularAdapt(t *testing.T) {
 	if !p.modular || p.lowers[0].FS != FSVirtiofs || p.userShare[0].FS != FSVirtiofs ||
 		p.rs.Root.Lower[0].FSType != FSVirtiofs || p.rs.Mounts[0].FSType != FSVirtiofs {
 		t.Fatalf("plan not switched to virtio-fs: %+v", p)
+	}
+	// No server applies a changes stream on virtio-fs: the workdir is live there.
+	if p.userShare[0].SyncExit || p.rs.Mounts[0].Sync != "" || p.rs.Swap != 0 {
+		t.Fatalf("virtio-fs workdir still synced at exit: %+v", p)
 	}
 	var none *modKernel
 	p = newPlan()

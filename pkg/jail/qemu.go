@@ -57,6 +57,11 @@ func newVMConfig(p *plan, st vmStart) vmConfig {
 	for i := range sharePortCount {
 		cfg.SharePorts = append(cfg.SharePorts, sharePortName(i))
 	}
+	if p.modular {
+		// The cloud kernel's virtio-fs workdir is live (debkernel.go) and its initramfs
+		// loads no virtio_blk: the guest keeps the device set it always had.
+		cfg.SwapDisk = ""
+	}
 	if st.layout != nil {
 		cfg.Shares, cfg.FixedNIC = st.layout, true
 	}
