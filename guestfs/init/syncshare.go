@@ -96,6 +96,12 @@ func upperLimit(limit int64) int64 {
 
 // send hands the share's changes to the host as one stream and waits for its answer.
 func (s *syncedShare) send(log *slog.Logger) error {
+	// A layer with nothing in it changed nothing (the stream never holds the layer's
+	// root): no stream, so the host starts no server to apply it.
+	if ents, err := os.ReadDir(s.upper); err == nil && len(ents) == 0 {
+		log.Info("share synced", "share", s.tag, "answer", "unchanged")
+		return nil
+	}
 	c, err := guest.OpenStream(s.ctx, control.KindSync+s.tag)
 	if err != nil {
 		return fmt.Errorf("share %q: open sync stream: %w", s.tag, err)
