@@ -47,11 +47,11 @@ func baseMounts() error {
 // It is detached afterwards, so the command never sees a lower share unmasked.
 const staging = "/.crackbox"
 
-// roLower9p mounts a read-only QEMU virtio-9p lower (/usr, /opt). The 9p client allocates and
-// zeroes an msize buffer for every directory it lists and maps it into each readdir
-// request: under TCG listing a small directory cost 2.5 times what it does at 64 KiB.
-// Readahead then fetches 64 KiB per request, which read a 25 MiB file no slower.
-const roLower9p = "trans=virtio,version=9p2000.L,msize=65536,cache=loose"
+// roLower9p mounts a read-only QEMU virtio-9p lower (/usr, /opt). The guest kernel keeps
+// each listing it read whole on the directory's inode (guestfs/kernel/9p-dircache.patch)
+// and lists through a buffer of at most 64 KiB, so the msize only sizes reads: readahead
+// fetches up to an msize per request.
+const roLower9p = "trans=virtio,version=9p2000.L,msize=512000,cache=loose"
 
 // mountShare mounts a host share. Read-only lowers use 9p's page cache: they do not
 // change under a run, and every page fetched over 9p is emulated work under TCG.

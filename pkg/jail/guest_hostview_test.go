@@ -15,9 +15,9 @@ import (
 )
 
 // TestHostViewListsAndReadsWhole: the host view's /usr lists and reads exactly what the
-// host holds, for a directory whose listing spans several 9p readdir requests (the
-// read-only lowers use a smaller msize than the other shares) and a file read in many
-// requests, cold and again from the guest's caches.
+// host holds, for a directory whose listing spans several 9p readdir requests (the guest
+// kernel lists through a buffer of at most 64 KiB) and a file read in many requests, cold and again from the guest's caches; and a read-only volume lists from
+// the guest's memory what it listed before (roListings).
 func TestHostViewListsAndReadsWhole(t *testing.T) {
 	jailtest.Require(t)
 	dir := widestDir(t, "/usr/share/man/man3", "/usr/lib/x86_64-linux-gnu", "/usr/bin", "/usr/include/linux")
@@ -26,24 +26,29 @@ func TestHostViewListsAndReadsWhole(t *testing.T) {
 	wantDir := hostNames(t, dir)
 	wantTree := hostTree(t, tree)
 	wantSum := fileSum(t, big)
+	ro := readOnlyListings(t)
 
-	script := `set -e
-ls -1a "$1" | LC_ALL=C sort; echo ==
+	script := "set -e\n" + roScript + `ls -1a "$1" | LC_ALL=C sort; echo ==
 find "$2" | LC_ALL=C sort; echo ==
 find "$2" | LC_ALL=C sort; echo ==
 sha256sum "$3" | cut -d' ' -f1; echo 3 > /proc/sys/vm/drop_caches; sha256sum "$3" | cut -d' ' -f1`
 	s := jailtest.Spec(t, "sh", "-c", script, "sh", dir, tree, big)
 	s.Root = true
-	var out, errb bytes.Buffer
-	s.Stdout, s.Stderr = &out, &errb
+	var errb bytes.Buffer
+	out := newLineWriter()
+	s.Stdout, s.Stderr = out, &errb
+	ro.attach(t, &s, out)
 	res, err := jailtest.Run(t, s)
+	ro.wait()
 	if err != nil || res.Exit != 0 {
 		t.Fatalf("exit %d err %v stderr %q", res.Exit, err, errb.String())
 	}
-	parts := strings.Split(out.String(), "==\n")
-	if len(parts) != 4 {
-		t.Fatalf("output has %d parts, want 4: %q", len(parts), out.String())
+	parts := strings.Split(out.all.String(), "==\n")
+	if len(parts) != 5 {
+		t.Fatalf("output has %d parts, want 5: %q", len(parts), out.all.String())
 	}
+	ro.check(t, parts[0])
+	parts = parts[1:]
 	if got := lines(parts[0]); !slices.Equal(got, wantDir) {
 		t.Errorf("guest lists %d names in %s, the host %d (first differences: %v)", len(got), dir, len(wantDir), firstDiff(got, wantDir))
 	}

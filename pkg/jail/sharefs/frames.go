@@ -1,6 +1,7 @@
 package sharefs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -72,11 +73,16 @@ func rlerror(req []byte, errno unix.Errno) []byte {
 
 // xattrwalkAnswer refuses a Txattrwalk: a listing (an empty name) is not supported,
 // which overlayfs takes as "nothing to copy up" (any other error fails its copy-up of a
-// file from a lower share), and a named attribute does not exist.
+// file from a lower share); nor is the trusted namespace, which the guest kernel then
+// stops asking about (overlayfs asks for trusted.overlay.origin on every directory it
+// looks up); any other named attribute does not exist.
 func xattrwalkAnswer(req []byte) []byte {
 	// Txattrwalk: size[4] type[1] tag[2] fid[4] newfid[4] name[2+n].
 	const fixed = 7 + 4 + 4 + 2
 	if len(req) == fixed && binary.LittleEndian.Uint16(req[fixed-2:]) == 0 {
+		return rlerror(req, unix.EOPNOTSUPP)
+	}
+	if name := req[min(fixed, len(req)):]; bytes.HasPrefix(name, []byte("trusted.")) {
 		return rlerror(req, unix.EOPNOTSUPP)
 	}
 	return rlerror(req, unix.ENODATA)

@@ -60,7 +60,7 @@ func TestXattrwalkAnswer(t *testing.T) {
 		binary.LittleEndian.PutUint32(b, uint32(len(b)))
 		return b
 	}
-	for name, want := range map[string]uint32{"": 95, "security.capability": 61, "user.x": 61} {
+	for name, want := range map[string]uint32{"": 95, "security.capability": 61, "user.x": 61, "trusted.overlay.origin": 95, "trusted": 61} {
 		if r := xattrwalkAnswer(walk(name)); r[4] != msgRlerror || binary.LittleEndian.Uint32(r[7:]) != want {
 			t.Errorf("xattrwalk %q: reply %x, want Rlerror %d", name, r, want)
 		}
