@@ -78,10 +78,10 @@ func main() {
 		return
 	}
 	log.Info("control connected")
+	b := &builder{log: log, loDone: loDone, swap: swapDisk()}
 	// The host snapshots a guest once this line is on the console: from here guest-init
 	// only waits for the RunSpec, and holds nothing that belongs to a run.
 	log.Info(readyMarker)
-	b := &builder{log: log, loDone: loDone}
 	exit, err := guest.Serve(context.Background(), rw, guest.Config{
 		Prepare:    b.prepare,
 		BeforeExit: b.beforeExit,

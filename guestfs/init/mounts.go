@@ -314,8 +314,9 @@ func makeHome(rs *control.RunSpec) error {
 	return nil
 }
 
-// mountShares mounts the run's shares and returns those synced at exit.
-func mountShares(ctx context.Context, ms []control.Mount) ([]*syncedShare, error) {
+// mountShares mounts the run's shares and returns those synced at exit; swap is the swap
+// the guest will have, for their upper layers (upperLimit).
+func mountShares(ctx context.Context, ms []control.Mount, swap int64) ([]*syncedShare, error) {
 	var synced []*syncedShare
 	for _, m := range ms {
 		if err := checkTarget("mount", m.Target); err != nil {
@@ -325,7 +326,7 @@ func mountShares(ctx context.Context, ms []control.Mount) ([]*syncedShare, error
 			return synced, fmt.Errorf("mount target %s: %w", m.Target, err)
 		}
 		if m.Sync == control.SyncExit && !m.ReadOnly {
-			s, err := mountSynced(ctx, m)
+			s, err := mountSynced(ctx, m, swap)
 			if err != nil {
 				return synced, err
 			}

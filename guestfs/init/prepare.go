@@ -14,7 +14,10 @@ import (
 type builder struct {
 	log    *slog.Logger
 	loDone <-chan error
+	swap   string         // the swap disk's device (swapDisk)
 	synced []*syncedShare // shares whose changes go back when the command ends
+	// stopSwap ends swapLater's wait once the command has ended.
+	stopSwap context.CancelFunc
 }
 
 // prepare builds the root, network, home and masks. The network is configured while
@@ -59,6 +62,9 @@ func (b *builder) prepare(ctx context.Context, rs *control.RunSpec) error {
 // the filesystems and hands back the changes of every share synced at exit, so the host
 // has them when it learns the exit.
 func (b *builder) beforeExit() {
+	if b.stopSwap != nil {
+		b.stopSwap()
+	}
 	unix.Sync()
 	for _, s := range b.synced {
 		if err := s.send(b.log); err != nil {
@@ -68,10 +74,13 @@ func (b *builder) beforeExit() {
 }
 
 func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
-	// Swap is CPU work for the guest; the root's mounts mostly wait on the host.
-	swapDone := make(chan struct{})
-	go func() { enableSwap(b.log, rs.Swap); close(swapDone) }()
-	defer func() { <-swapDone }()
+	if b.swap != "" && rs.Swap > 0 {
+		swapCtx, stop := context.WithCancel(ctx)
+		b.stopSwap = stop
+		go swapLater(swapCtx, b.log, b.swap, rs.Swap)
+	} else if rs.Swap > 0 {
+		b.log.Warn("no swap", "err", "no disk with serial "+control.SwapSerial)
+	}
 	if err := buildRoot(ctx, rs.Root); err != nil {
 		return err
 	}
@@ -81,8 +90,7 @@ func (b *builder) buildFS(ctx context.Context, rs *control.RunSpec) error {
 	if err := makeHome(rs); err != nil {
 		return err
 	}
-	<-swapDone // upperLimit counts the swap
-	synced, err := mountShares(ctx, rs.Mounts)
+	synced, err := mountShares(ctx, rs.Mounts, plannedSwap(b.swap, rs.Swap))
 	b.synced = synced
 	if err != nil {
 		return err

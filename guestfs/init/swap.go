@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
-	"errors"
-	"fmt"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,44 +20,62 @@ import (
 // first (a round trip to the host per 2 GiB).
 const swapDiscard = 0x10000 | 0x40000
 
-// swapOn is how many bytes of swap the guest has (enableSwap), for upperLimit.
-var swapOn int64
+// A guest with swap planned turns it on a second into the run, or sooner once less
+// than half its memory is free; it looks every swapCheck until then. Turning it on costs
+// the guest tens of milliseconds under TCG, which a short run, one that ends within that
+// second, never pays; half the memory is headroom enough to outrun an allocation burst
+// between two looks. Looking costs a TCG guest too, so it stops with the second.
+const (
+	swapCheck = 20 * time.Millisecond
+	swapDelay = time.Second
+)
 
-// enableSwap makes the first size bytes of the swap disk (control.SwapSerial) a swap
-// area and turns it on. It runs only once the RunSpec has arrived: a snapshot must not
-// hold pages swapped out to a disk the restore replaces. A guest without the disk, or
-// whose kernel refuses it, keeps to its memory.
-func enableSwap(log *slog.Logger, size int64) {
-	if size <= 0 {
-		return
+// swapLater turns on the first size bytes of the swap disk dev (swapDisk), which the host
+// formatted to that size, when the run is a second old or memory fills, unless ctx ends
+// first (the command did). It runs only once the RunSpec has arrived: a snapshot must
+// not hold pages swapped out to a disk the restore replaces. A guest whose kernel
+// refuses the disk keeps to its memory.
+func swapLater(ctx context.Context, log *slog.Logger, dev string, size int64) {
+	t := time.NewTicker(swapCheck)
+	defer t.Stop()
+	deadline := time.Now().Add(swapDelay)
+	for {
+		var si unix.Sysinfo_t
+		if time.Now().After(deadline) || unix.Sysinfo(&si) != nil || si.Freeram < si.Totalram/2 {
+			enableSwap(log, dev, size)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
-	start := time.Now()
-	dev, err := swapDevice()
-	if err != nil {
-		log.Warn("no swap", "err", err)
-		return
+}
+
+// plannedSwap is the swap a guest will have (swapLater), for upperLimit: size rounded
+// down to pages, none without the disk.
+func plannedSwap(dev string, size int64) int64 {
+	if dev == "" || size <= 0 {
+		return 0
 	}
 	page := int64(os.Getpagesize())
-	pages := size / page
-	if pages < 10 || pages-1 > int64(^uint32(0)) {
-		log.Warn("no swap", "size", size)
-		return
-	}
-	if err := writeSwapHeader(dev, page, pages); err != nil {
-		log.Warn("no swap", "err", err)
-		return
-	}
+	return size / page * page
+}
+
+// enableSwap turns the swap on, trying with discards first (the host may lack them).
+func enableSwap(log *slog.Logger, dev string, size int64) {
+	start := time.Now()
 	if err := swapon(dev, swapDiscard); err != nil {
 		if err = swapon(dev, 0); err != nil {
 			log.Warn("no swap", "dev", dev, "err", err)
 			return
 		}
 	}
-	swapOn = pages * page
 	if err := keepMemoryFree(); err != nil {
 		log.Warn("memory headroom", "err", err)
 	}
-	log.Info("swap on", "dev", dev, "bytes", swapOn, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("swap on", "dev", dev, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // memHeadroom is the memory keepMemoryFree keeps free for the kernel, at most a quarter
@@ -80,36 +96,18 @@ func keepMemoryFree() error {
 	return os.WriteFile("/proc/sys/vm/min_free_kbytes", []byte(strconv.FormatInt(free>>10, 10)), 0)
 }
 
-// swapDevice is the block device whose serial is control.SwapSerial.
-func swapDevice() (string, error) {
+// swapDisk is the block device whose serial is control.SwapSerial, "" without one. It
+// is looked up at boot, before a snapshot is taken: reading the serial is a request to
+// the device, which a restored run would otherwise wait for.
+func swapDisk() string {
 	serials, _ := filepath.Glob("/sys/block/vd*/serial")
 	for _, p := range serials {
 		b, err := os.ReadFile(p)
 		if err == nil && strings.TrimSpace(string(b)) == control.SwapSerial {
-			return "/dev/" + filepath.Base(filepath.Dir(p)), nil
+			return "/dev/" + filepath.Base(filepath.Dir(p))
 		}
 	}
-	return "", errors.New("no disk with serial " + control.SwapSerial)
-}
-
-// writeSwapHeader writes what mkswap would: the first page holds the version-1 header
-// (struct swap_header: version and last_page after 1024 boot bytes) and ends with the
-// SWAPSPACE2 magic.
-func writeSwapHeader(dev string, page, pages int64) error {
-	f, err := os.OpenFile(dev, os.O_WRONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := make([]byte, page)
-	binary.NativeEndian.PutUint32(h[1024:], 1)               // version
-	binary.NativeEndian.PutUint32(h[1028:], uint32(pages-1)) // last_page
-	copy(h[page-10:], "SWAPSPACE2")
-	// No sync: swapon reads it through the same page cache, and swap never writes page 0.
-	if _, err := f.WriteAt(h, 0); err != nil {
-		return fmt.Errorf("swap header on %s: %w", dev, err)
-	}
-	return nil
+	return ""
 }
 
 func swapon(dev string, flags uintptr) error {

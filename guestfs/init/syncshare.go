@@ -39,12 +39,12 @@ type syncedShare struct {
 // taken to be the share's only writer, so a change the host makes during the run may or
 // may not be seen) under an overlay at m.Target whose upper layer is a tmpfs bounded by
 // m.SyncLimit and by what the guest's memory and swap hold (upperLimit).
-func mountSynced(ctx context.Context, m control.Mount) (*syncedShare, error) {
+func mountSynced(ctx context.Context, m control.Mount, swap int64) (*syncedShare, error) {
 	dir := syncRoot + "/" + m.Tag
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	data := "mode=0700,size=" + strconv.FormatInt(upperLimit(m.SyncLimit), 10)
+	data := "mode=0700,size=" + strconv.FormatInt(upperLimit(m.SyncLimit, swap), 10)
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, data); err != nil {
 		return nil, fmt.Errorf("share %q: upper layer: %w", m.Tag, err)
 	}
@@ -81,14 +81,14 @@ func mountSynced(ctx context.Context, m control.Mount) (*syncedShare, error) {
 // upperLimit is the size of a synced share's upper layer: limit (the disk quota), at
 // most what memory and swap hold. Three quarters of memory leaves the command room; a
 // tmpfs's pages go to swap under pressure, so with the swap the host sized to the quota
-// the layer holds the whole quota.
-func upperLimit(limit int64) int64 {
+// the layer holds the whole quota. The swap may come on later (swapLater).
+func upperLimit(limit, swap int64) int64 {
 	var si unix.Sysinfo_t
 	mem := int64(256 << 20)
 	if unix.Sysinfo(&si) == nil {
 		mem = int64(si.Totalram) * int64(si.Unit)
 	}
-	if l := mem/4*3 + swapOn; limit <= 0 || limit > l {
+	if l := mem/4*3 + swap; limit <= 0 || limit > l {
 		return l
 	}
 	return limit

@@ -111,14 +111,21 @@ func TestWorkdirSyncTimeout(t *testing.T) {
 	}
 }
 
-// swapJobs writes 300 MiB of incompressible new files into the workdir, more than three
-// quarters of a 256 MiB guest, lists the share (9p needs 1 MiB buffers, which a guest
-// whose memory is full cannot find) and prints the files' hashes. First, as a guest that
-// turns its swap off, it writes past the swap disk's end, which the host must refuse.
+// swapJobs takes half the guest's memory and waits for its swap to come on (guest-init
+// turns it on then, or a second into the run), then writes 300 MiB of incompressible new
+// files into the workdir, more than three quarters of a 256 MiB guest, lists the share
+// (9p needs 1 MiB buffers, which a guest whose memory is full cannot find) and prints the
+// files' hashes. Between the two, as a guest that turns its swap off, it writes past the
+// swap disk's end, which the host must refuse.
 const swapJobs = `
 set -e
+swaps() { awk 'NR==2 {print $3}' /proc/swaps; }
+head -c 160M /dev/zero > fill
+i=0
+while [ -z "$(swaps)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+rm fill
+echo "swap $(swaps)"
 dev=$(awk 'NR==2 {print $1}' /proc/swaps)
-echo "swap $(awk 'NR==2 {print $3}' /proc/swaps)"
 if [ -n "$dev" ]; then
   swapoff "$dev"
   if dd if=/dev/zero of="$dev" bs=1M seek=600 count=1 oflag=direct conv=notrunc 2>/dev/null; then echo past-end-written; else echo past-end-refused; fi

@@ -1,8 +1,10 @@
 package jail
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +18,9 @@ import (
 // the run dir (/run, XDG_RUNTIME_DIR) is usually a tmpfs, i.e. host memory. No other
 // user can open it, no path to it exists, and it is gone when QEMU closes it, also
 // when crackbox is killed. Its size is the whole bound on what the guest can make it
-// take on the host: QEMU refuses writes past a raw file's end.
+// take on the host: QEMU refuses writes past a raw file's end. The host formats it, so
+// the guest only turns it on: written by the guest, the header cost a restored run two
+// disk round trips before its command could start.
 
 // swapMax is the swap of a run whose disk quota is unbounded, and the size the snapshot
 // guest sees, so that a restored guest's view of the disk covers any run's swap.
@@ -79,10 +83,33 @@ func openSwapDiskIn(dir string, size int64, vmm *vmmIdentity) (_ *os.File, err e
 	if err := f.Truncate(size); err != nil {
 		return nil, fmt.Errorf("swap disk: %w", err)
 	}
+	if h := swapHeader(size); h != nil {
+		if _, err := f.WriteAt(h, 0); err != nil {
+			return nil, fmt.Errorf("swap disk: %w", err)
+		}
+	}
 	if vmm != nil {
 		if err := f.Chown(int(vmm.UID), int(vmm.GID)); err != nil {
 			return nil, fmt.Errorf("swap disk: %w", err)
 		}
 	}
 	return f, nil
+}
+
+// swapPage is the guest's page size, the unit of a swap area.
+const swapPage = 4096
+
+// swapHeader is what mkswap writes on a disk of size bytes: its first page holds the
+// version-1 header (struct swap_header: version and last_page after 1024 boot bytes) and
+// ends with the SWAPSPACE2 magic. A disk too small to swap on gets none (nil).
+func swapHeader(size int64) []byte {
+	pages := size / swapPage
+	if pages < 10 || pages-1 > math.MaxUint32 {
+		return nil
+	}
+	h := make([]byte, swapPage)
+	binary.LittleEndian.PutUint32(h[1024:], 1)
+	binary.LittleEndian.PutUint32(h[1028:], uint32(pages-1))
+	copy(h[swapPage-10:], "SWAPSPACE2")
+	return h
 }

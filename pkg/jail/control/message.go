@@ -80,9 +80,10 @@ type RunSpec struct {
 	TimeUnixNano int64  `json:"time_unix_nano,omitempty"`
 
 	// Swap is how many bytes of the swap disk (the virtio-blk device whose serial is
-	// SwapSerial) guest-init may use as swap, so the upper layers of shares synced at
-	// exit can outgrow the guest's memory; 0 = none. The device may look larger (a
-	// snapshot guest saw the largest); the host refuses writes past Swap.
+	// SwapSerial) the host formatted as swap for guest-init to turn on, so the upper
+	// layers of shares synced at exit can outgrow the guest's memory; 0 = none. The
+	// device may look larger (a snapshot guest saw the largest); the host refuses
+	// writes past Swap.
 	Swap int64 `json:"swap,omitempty"`
 }
 
