@@ -94,6 +94,9 @@ func main() {
 // poweroff ends the VM. The kernel cmdline has reboot=t and QEMU runs with -no-reboot,
 // so a restart makes QEMU exit at once; power-off is the fallback.
 func poweroff(log *slog.Logger) {
+	// Wait until the serial port has sent what was logged: the reboot stops it mid-line,
+	// and the last line is the one that says why the guest stopped.
+	_ = unix.IoctlSetInt(int(os.Stderr.Fd()), unix.TCSBRK, 1)
 	unix.Sync()
 	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART); err != nil {
 		log.Error("reboot", "err", err)

@@ -6,6 +6,7 @@ package jailtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -155,8 +156,29 @@ func RunContext(t testing.TB, ctx context.Context, s jail.Spec) (jail.Result, er
 	res, err := jail.Run(ctx, s)
 	t.Logf("guest %q: exit %d err %v boot %s run %s total %s", s.Argv, res.Exit, err,
 		res.Boot.Round(time.Millisecond), res.Run.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if errors.Is(err, jail.ErrGuestCrashed) && res.ConsoleLog != "" {
+		logConsole(t, res.ConsoleLog)
+	}
 	return res, err
 }
+
+// logConsole puts the end of a crashed guest's console into the test log, since the run
+// dir that keeps it stays on the machine the test ran on.
+func logConsole(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("console log: %v", err)
+		return
+	}
+	if len(b) > consoleTail {
+		b = b[len(b)-consoleTail:]
+	}
+	t.Logf("console log %s, last %d bytes:\n%s", path, len(b), strings.ToValidUTF8(string(b), "?"))
+}
+
+// consoleTail is how much of a crashed guest's console a test log shows.
+const consoleTail = 4 << 10
 
 // HoldAll takes every machine-wide guest slot until the test ends, so a benchmark times
 // its own guests alone and never a wait for a slot; it then runs jail.Run directly.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/crackbox/crackbox/pkg/jail/initramfs"
@@ -110,14 +111,22 @@ func (k *modKernel) initramfs(guestInit, cache string) (string, error) {
 
 // modularArgs adjusts QEMU's arguments for a modular kernel: microvm must describe its
 // virtio-mmio devices in ACPI, since the cloud kernel ignores virtio_mmio.device= on the
-// command line (CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES is off).
+// command line (CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES is off). microvm's ACPI is hardware
+// reduced, so Linux then skips the PIT and the local APIC timer is the guest's only clock
+// event: nolapic_timer would leave it none, and a sleep that no other interrupt ends
+// would never end.
 func modularArgs(p *plan, args []string) []string {
 	if !p.modular {
 		return args
 	}
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "-M" && strings.HasPrefix(args[i+1], "microvm") {
+		switch {
+		case args[i] == "-M" && strings.HasPrefix(args[i+1], "microvm"):
 			args[i+1] = strings.Replace(args[i+1], "acpi=off", "acpi=on", 1)
+		case args[i] == "-append":
+			args[i+1] = strings.Join(slices.DeleteFunc(strings.Fields(args[i+1]), func(f string) bool {
+				return f == "nolapic_timer"
+			}), " ")
 		}
 	}
 	return args

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/crackbox/crackbox/internal/jailtest"
 	"github.com/crackbox/crackbox/internal/testreq"
@@ -15,7 +16,7 @@ import (
 // TestDebianKernel boots Debian's cloud kernel (modules loaded by guest-init, every share
 // over virtio-fs) in one guest running as guest root, and checks the host view, a masked
 // secret (still unreadable once guest root removes the mask: the host view's virtiofsd
-// reads as nobody), a workdir write and the exit status.
+// reads as nobody), a workdir write, a sleep (the guest's timer) and the exit status.
 func TestDebianKernel(t *testing.T) {
 	kernel := os.Getenv("CRACKBOX_DEBIAN_KERNEL")
 	if kernel == "" {
@@ -32,8 +33,11 @@ if [ -s /etc/shadow ]; then echo shadow-visible; else echo shadow-masked; fi
 busybox umount /etc/shadow 2>/dev/null && [ -s /etc/shadow ] && echo unmasked
 if cat /etc/shadow 2>/dev/null | grep -q .; then echo shadow-readable; else echo shadow-unreadable; fi
 echo hello > out.txt && echo wrote
+sleep 0.2 && echo slept
 exit 7`)
 	s.Kernel = kernel
+	// A guest with no clock event never wakes from the sleep: fail well before the default.
+	s.Timeout = 90 * time.Second
 	s.Workdir = wd
 	s.WorkdirSync = jail.WorkdirSyncExit // served live on virtio-fs: the write must still land
 	s.Root = true
@@ -47,7 +51,7 @@ exit 7`)
 	if !strings.Contains(lines[0], "cloud") {
 		t.Errorf("uname -r = %q, want Debian's cloud kernel", lines[0])
 	}
-	if want := "hostview\nshadow-masked\nunmasked\nshadow-unreadable\nwrote\n"; len(lines) < 2 || lines[1] != want {
+	if want := "hostview\nshadow-masked\nunmasked\nshadow-unreadable\nwrote\nslept\n"; len(lines) < 2 || lines[1] != want {
 		t.Fatalf("stdout %q, want uname then %q", out.String(), want)
 	}
 	if b, err := os.ReadFile(filepath.Join(wd, "out.txt")); err != nil || string(b) != "hello\n" {

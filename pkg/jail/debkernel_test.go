@@ -102,25 +102,36 @@ func TestModularAdapt(t *testing.T) {
 	}
 }
 
-func TestModularArgsTurnOnACPI(t *testing.T) {
+func TestModularArgs(t *testing.T) {
 	cfg := vmConfig{Machine: MachineMicrovm, Accel: AccelTCG, CPUs: 1, MemoryMiB: 256,
+		Append: kernelCmdline(AccelTCG, MachineMicrovm, 2300000, false),
 		Shares: []vmShare{{share: share{Tag: "usr", FS: FSVirtiofs}, Sock: "/s"}}}
-	find := func(args []string) string {
+	find := func(args []string, opt string) string {
 		for i, a := range args {
-			if a == "-M" {
+			if a == opt {
 				return args[i+1]
 			}
 		}
 		return ""
 	}
 	p := &plan{}
-	if m := find(modularArgs(p, cfg.args())); strings.Contains(m, "acpi=on") {
+	minimal := modularArgs(p, cfg.args())
+	if m := find(minimal, "-M"); strings.Contains(m, "acpi=on") {
 		t.Errorf("minimal kernel: -M %s", m)
 	}
+	// Its PIT is the clock event, which spares TCG the local APIC timer's calibration.
+	if a := find(minimal, "-append"); !strings.Contains(a, "nolapic_timer") {
+		t.Errorf("minimal kernel under TCG: -append %q, want nolapic_timer", a)
+	}
 	p.modular = true
-	m := find(modularArgs(p, cfg.args()))
+	args := modularArgs(p, cfg.args())
 	// The cloud kernel finds virtio-mmio devices only through ACPI.
-	if strings.Contains(m, "acpi=off") || !strings.Contains(m, "memory-backend=mem") {
+	if m := find(args, "-M"); strings.Contains(m, "acpi=off") || !strings.Contains(m, "memory-backend=mem") {
 		t.Errorf("modular kernel: -M %s, want ACPI on (the default) and the shared memory backend", m)
+	}
+	// With ACPI on, the local APIC timer is its only clock event.
+	want := strings.Replace(find(minimal, "-append"), " nolapic_timer", "", 1)
+	if a := find(args, "-append"); a != want {
+		t.Errorf("modular kernel: -append %q, want %q", a, want)
 	}
 }

@@ -46,8 +46,16 @@ func consoleReason(con string) string {
 			return "guest kernel: " + guestText(strings.TrimSpace(line))
 		}
 	}
+	// guest-init logs why it gave up as its last error line before it powers off.
+	if i := strings.LastIndex(con, initErrorMark); i >= 0 {
+		line, _, _ := strings.Cut(con[i+len(initErrorMark):], "\n")
+		return "guest-init: " + guestText(strings.TrimSpace(line))
+	}
 	return ""
 }
+
+// initErrorMark starts each error line guest-init writes to the console.
+const initErrorMark = "level=ERROR msg="
 
 // guestText makes a guest's text safe to print on the host's terminal and to store:
 // one line of printable UTF-8, at most maxGuestText bytes, so it can neither send

@@ -56,6 +56,8 @@ func TestConsoleReason(t *testing.T) {
 		{"panic", "[    1.0] ok\n[    2.0] Kernel panic - not syncing: VFS\n[    2.1] ---[ end ]", "guest kernel: Kernel panic - not syncing: VFS"},
 		{"oom", "Out of memory: Killed process 42 (node)\n", "guest kernel: Out of memory: Killed process 42 (node)"},
 		{"none", "[    1.0] all fine\n", ""},
+		{"guest-init", "level=INFO msg=\"guest-init start\" uptime=1.26\nlevel=ERROR msg=\"control channel\" err=\"no virtio-serial port named \\\"ctl\\\"\" uptime=31.3\n", `guest-init: "control channel" err="no virtio-serial port named \"ctl\"" uptime=31.3`},
+		{"kernel before guest-init", "level=ERROR msg=modules err=x\nKernel panic - not syncing\n", "guest kernel: Kernel panic"},
 		{"forged", "Kernel panic\x1b[2J\x1b[Hcrackbox: ok" + strings.Repeat("x", 64<<10), "guest kernel: Kernel panic\uFFFD[2J\uFFFD[Hcrackbox: ok"},
 	}
 	for _, c := range cases {

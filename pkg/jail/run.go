@@ -275,9 +275,11 @@ func finish(ctx, runCtx context.Context, s Spec, v *vm, rd *runDir, res Result, 
 		}
 		return res, false, fmt.Errorf("%w: the command did not finish within %s; the guest was stopped", ErrTimeout, s.Timeout)
 	default:
-		v.shutdown(3 * time.Second)
+		// Whether QEMU quit by itself decides what the crash was, so ask before stopping it.
+		alone := v.waitExit(3 * time.Second)
+		v.shutdown(0)
 		res.ConsoleLog = rd.path("console.log")
-		return res, true, fmt.Errorf("%w: %s (console log: %s)", ErrGuestCrashed, crashReason(v, serr), res.ConsoleLog)
+		return res, true, fmt.Errorf("%w: %s (console log: %s)", ErrGuestCrashed, crashReason(v, serr, alone), res.ConsoleLog)
 	}
 }
 
@@ -288,13 +290,13 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// crashReason picks the line that explains a crash from the console log.
-func crashReason(v *vm, serr error) string {
+// crashReason picks the line that explains a crash from the console log; alone says
+// whether QEMU had quit before the host stopped it.
+func crashReason(v *vm, serr error, alone bool) string {
 	if line := consoleReason(v.tail("console.log", 64<<10)); line != "" {
 		return line
 	}
-	select {
-	case <-v.exited:
+	if alone {
 		q := strings.TrimSpace(v.tail("qemu.log", 300))
 		switch {
 		case v.waitErr != nil && q != "":
@@ -303,7 +305,6 @@ func crashReason(v *vm, serr error) string {
 			return fmt.Sprintf("qemu exited (%v)", v.waitErr)
 		}
 		return "the guest powered off without reporting an exit status"
-	default:
 	}
 	if errors.Is(serr, ErrSessionLost) {
 		return serr.Error()
